@@ -1,0 +1,492 @@
+//! The conformance checker every policy must pass.
+//!
+//! It plays a seeded random sequence of flows starting and exiting, inserts (sequential, random, and contiguous
+//! ones that invite merging), dispatches under a bounded number of tags, out-of-order completions and timer expiries,
+//! then stops arrivals and drains. After every call it checks the contract of [`Scheduler`]:
+//!
+//! - every inserted request is dispatched exactly once (directly or merged into another) and completed once;
+//! - a merged request is one direction, contiguous, no longer than the device's maximum request size;
+//! - `Nothing` comes only when nothing is queued, or while requests are in flight (a completion will call again);
+//! - `WaitUntil` is strictly in the future and at most [`Config::max_wait_until`] ahead;
+//! - [`Scheduler::queued`] always equals the number of inserted, undispatched requests;
+//! - nothing panics, and everything drains once arrivals stop.
+//!
+//! The returned [`Report`] holds each request's insert and dispatch times, so a policy's own tests can check the
+//! wait bound that policy promises.
+
+use crate::device::DeviceInfo;
+use crate::registry;
+use crate::scheduler::Scheduler;
+use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, RequestId, Time, MS, SEC};
+use std::collections::{BTreeMap, HashMap};
+
+/// Parameters of one conformance run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Seed of the random sequence.
+    pub seed: u64,
+    /// Random operations before arrivals stop (then the run drains).
+    pub ops: usize,
+    /// The device the policy is built for; its `queue_depth` is the tag limit.
+    pub device: DeviceInfo,
+    /// Most flows alive at once.
+    pub max_flows: usize,
+    /// Inserts are skipped while this many requests are queued, which keeps the offered load bounded.
+    pub max_queued: usize,
+    /// Each dispatched request completes within this time after dispatch (ns).
+    pub max_service: Time,
+    /// Largest accepted `WaitUntil` horizon (ns).
+    pub max_wait_until: Time,
+    /// Share of inserts that are writes, in percent.
+    pub write_percent: u32,
+    /// Tunables passed to the policy.
+    pub tunables: Vec<String>,
+}
+
+impl Config {
+    /// 12 000 operations on `device` with the given seed: up to 16 flows, 48 queued requests, 0-4 ms service.
+    pub fn new(seed: u64, device: DeviceInfo) -> Self {
+        Config {
+            seed,
+            ops: 12_000,
+            device,
+            max_flows: 16,
+            max_queued: 48,
+            max_service: 4 * MS,
+            max_wait_until: SEC,
+            write_percent: 30,
+            tunables: Vec::new(),
+        }
+    }
+}
+
+/// What one request went through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Request id.
+    pub id: RequestId,
+    /// Issuing flow.
+    pub flow: FlowId,
+    /// Its flow's class.
+    pub class: IoClass,
+    /// Direction.
+    pub dir: Direction,
+    /// Sync flag.
+    pub sync: bool,
+    /// Insert time (ns).
+    pub inserted: Time,
+    /// Dispatch time (ns).
+    pub dispatched: Time,
+}
+
+impl RequestRecord {
+    /// Time spent queued in the policy (ns).
+    pub fn wait(&self) -> Time {
+        self.dispatched - self.inserted
+    }
+}
+
+/// Outcome of a successful run.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// One record per inserted request, in dispatch order.
+    pub records: Vec<RequestRecord>,
+    /// Requests sent to the device (merged ones count once).
+    pub device_requests: u64,
+    /// `WaitUntil` answers seen.
+    pub waits: u64,
+    /// Simulated time at the end of the drain (ns).
+    pub end: Time,
+}
+
+impl Report {
+    /// Longest wait of the requests matching `pred` (ns).
+    pub fn max_wait(&self, pred: impl Fn(&RequestRecord) -> bool) -> Time {
+        self.records
+            .iter()
+            .filter(|r| pred(r))
+            .map(RequestRecord::wait)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// SplitMix64: a tiny, well-mixed, seedable generator, so the checker needs no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+struct FlowState {
+    info: FlowInfo,
+    next_sector: u64,
+    seeky: bool,
+}
+
+struct Pending {
+    flow: FlowId,
+    class: IoClass,
+    dir: Direction,
+    sync: bool,
+    sector: u64,
+    sectors: u32,
+    inserted: Time,
+}
+
+struct Harness {
+    cfg: Config,
+    rng: Rng,
+    policy: Box<dyn Scheduler>,
+    now: Time,
+    flows: BTreeMap<FlowId, FlowState>,
+    next_flow: u32,
+    next_id: u64,
+    pending: HashMap<RequestId, Pending>,
+    /// (completion time, sequence) -> request
+    in_flight: BTreeMap<(Time, u64), Request>,
+    seq: u64,
+    wakeup: Option<Time>,
+    report: Report,
+    last_flow: Option<FlowId>,
+    last_kind: Option<(bool, bool)>,
+}
+
+/// Runs the conformance sequence against the registered policy `name`.
+pub fn run(name: &str, cfg: &Config) -> Result<Report, String> {
+    let policy = registry::build(name, &cfg.device, &cfg.tunables).map_err(|e| e.to_string())?;
+    run_policy(policy, cfg)
+}
+
+/// Runs the conformance sequence against an already built policy.
+pub fn run_policy(policy: Box<dyn Scheduler>, cfg: &Config) -> Result<Report, String> {
+    let mut h = Harness {
+        cfg: cfg.clone(),
+        rng: Rng(cfg.seed ^ 0x005E_ED0F_B0F0),
+        policy,
+        now: 0,
+        flows: BTreeMap::new(),
+        next_flow: 0,
+        next_id: 0,
+        pending: HashMap::new(),
+        in_flight: BTreeMap::new(),
+        seq: 0,
+        wakeup: None,
+        report: Report::default(),
+        last_flow: None,
+        last_kind: None,
+    };
+    let name = h.policy.name();
+    h.play().map_err(|e| format!("{name}, seed {}: {e}", cfg.seed))?;
+    h.drain()
+        .map_err(|e| format!("{name}, seed {} (drain): {e}", cfg.seed))?;
+    Ok(h.report)
+}
+
+impl Harness {
+    fn play(&mut self) -> Result<(), String> {
+        for _ in 0..4 {
+            self.start_flow();
+        }
+        for _ in 0..self.cfg.ops {
+            let r = self.rng.below(100);
+            match r {
+                0..=2 => self.start_flow(),
+                3..=4 => self.exit_flow(),
+                5..=49 => self.insert()?,
+                50..=54 => {
+                    // A plug flush: one flow issues several contiguous requests at once, inviting merges.
+                    let n = 2 + self.rng.below(5);
+                    for _ in 0..n {
+                        self.insert_for(None, true)?;
+                    }
+                }
+                55..=89 => self.advance()?,
+                _ => {}
+            }
+            self.pump()?;
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self) -> Result<(), String> {
+        let deadline = self.now + 600 * SEC;
+        let mut steps = 0u64;
+        loop {
+            self.pump()?;
+            let next_done = self.in_flight.keys().next().map(|k| k.0);
+            let next = match (next_done, self.wakeup) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                (None, None) => {
+                    if self.pending.is_empty() {
+                        break;
+                    }
+                    return Err(format!(
+                        "{} requests queued, none in flight, and no timer: stuck",
+                        self.pending.len()
+                    ));
+                }
+            };
+            if next > deadline {
+                return Err(format!(
+                    "not drained 600 s after arrivals stopped ({} queued)",
+                    self.pending.len()
+                ));
+            }
+            self.now = self.now.max(next);
+            self.complete_due()?;
+            steps += 1;
+            if steps > 10_000_000 {
+                return Err("drain did not converge".into());
+            }
+        }
+        self.report.end = self.now;
+        Ok(())
+    }
+
+    fn start_flow(&mut self) {
+        if self.flows.len() >= self.cfg.max_flows {
+            return;
+        }
+        let id = FlowId(self.next_flow);
+        self.next_flow += 1;
+        let class = match self.rng.below(10) {
+            0 => IoClass::Rt,
+            1 => IoClass::Idle,
+            _ => IoClass::Be,
+        };
+        let mut info = FlowInfo::new(id).with_class(class, self.rng.below(8) as u8);
+        if self.rng.chance(20) {
+            info = info.with_weight(1 + self.rng.below(1000) as u32);
+        }
+        if self.rng.chance(20) {
+            info = info.with_group(GroupId(1 + self.rng.below(2) as u32));
+        }
+        self.policy.flow_started(&info, self.now);
+        let cap = self.cfg.device.capacity_sectors.max(1 << 20);
+        let state = FlowState {
+            info,
+            next_sector: self.rng.below(cap / 2),
+            seeky: self.rng.chance(40),
+        };
+        self.flows.insert(id, state);
+    }
+
+    fn exit_flow(&mut self) {
+        if self.flows.len() <= 1 {
+            return;
+        }
+        let k = self.rng.below(self.flows.len() as u64) as usize;
+        let Some(id) = self.flows.keys().nth(k).copied() else {
+            return;
+        };
+        self.flows.remove(&id);
+        self.policy.flow_exited(id, self.now);
+    }
+
+    fn insert(&mut self) -> Result<(), String> {
+        self.insert_for(None, false)
+    }
+
+    /// Inserts one request for `flow` (or a random live flow); `contiguous` forces it to follow the flow's last one.
+    fn insert_for(&mut self, flow: Option<FlowId>, contiguous: bool) -> Result<(), String> {
+        if self.pending.len() >= self.cfg.max_queued || self.flows.is_empty() {
+            return Ok(());
+        }
+        let fid = match flow {
+            Some(f) if self.flows.contains_key(&f) => f,
+            _ if contiguous && self.last_flow.is_some_and(|f| self.flows.contains_key(&f)) => {
+                self.last_flow.expect("checked")
+            }
+            _ => {
+                let k = self.rng.below(self.flows.len() as u64) as usize;
+                let Some((&fid, _)) = self.flows.iter().nth(k) else {
+                    return Ok(());
+                };
+                fid
+            }
+        };
+        self.last_flow = Some(fid);
+        let max = self.cfg.device.max_sectors.clamp(1, 256) as u64;
+        let sectors = if self.rng.chance(50) {
+            8
+        } else {
+            1 + self.rng.below(max)
+        } as u32;
+        let cap = self.cfg.device.capacity_sectors.max(1 << 20);
+        let (write, sync) = match (contiguous, self.last_kind) {
+            (true, Some(kind)) => kind,
+            _ => {
+                let write = self.rng.chance(u64::from(self.cfg.write_percent));
+                (write, !write || self.rng.chance(30))
+            }
+        };
+        self.last_kind = Some((write, sync));
+        let random = {
+            let f = &self.flows[&fid];
+            !contiguous && f.seeky && self.rng.chance(70)
+        };
+        let f = self.flows.get_mut(&fid).expect("flow exists");
+        let sector = if random {
+            self.rng.below(cap - 1024)
+        } else {
+            f.next_sector.min(cap - 1024)
+        };
+        f.next_sector = sector + u64::from(sectors);
+        let id = RequestId(self.next_id);
+        self.next_id += 1;
+        let mut rq = Request::new(
+            id,
+            fid,
+            if write { Direction::Write } else { Direction::Read },
+            sync,
+            sector,
+            sectors,
+        );
+        rq.meta = self.rng.chance(2);
+        self.pending.insert(
+            id,
+            Pending {
+                flow: fid,
+                class: f.info.class,
+                dir: rq.dir,
+                sync,
+                sector,
+                sectors,
+                inserted: self.now,
+            },
+        );
+        self.policy.insert(rq, self.now);
+        self.check_queued("insert")
+    }
+
+    fn advance(&mut self) -> Result<(), String> {
+        let next_done = self.in_flight.keys().next().map(|k| k.0);
+        let step = match self.rng.below(4) {
+            0 => self.rng.below(200_000),
+            1 => self.rng.below(3 * MS),
+            2 => next_done.map_or(0, |t| t.saturating_sub(self.now)),
+            _ => self.wakeup.map_or(self.rng.below(MS), |t| t.saturating_sub(self.now)),
+        };
+        self.now += step;
+        self.complete_due()
+    }
+
+    fn complete_due(&mut self) -> Result<(), String> {
+        while let Some((&(t, s), _)) = self.in_flight.iter().next() {
+            if t > self.now {
+                break;
+            }
+            let rq = self.in_flight.remove(&(t, s)).expect("present");
+            self.policy.completed(&rq, self.now);
+            self.check_queued("completed")?;
+            self.pump()?;
+        }
+        Ok(())
+    }
+
+    fn pump(&mut self) -> Result<(), String> {
+        let tags = self.cfg.device.queue_depth.max(1) as usize;
+        self.wakeup = None;
+        while self.in_flight.len() < tags {
+            match self.policy.dispatch(self.now) {
+                Decision::Dispatch(rq) => self.accept(rq)?,
+                Decision::WaitUntil(t) => {
+                    if t <= self.now {
+                        return Err(format!("WaitUntil({t}) is not in the future (now {})", self.now));
+                    }
+                    if t - self.now > self.cfg.max_wait_until {
+                        return Err(format!(
+                            "WaitUntil {} ns ahead exceeds the bound {} ns",
+                            t - self.now,
+                            self.cfg.max_wait_until
+                        ));
+                    }
+                    self.report.waits += 1;
+                    self.wakeup = Some(t);
+                    break;
+                }
+                Decision::Nothing => {
+                    if !self.pending.is_empty() && self.in_flight.is_empty() {
+                        return Err(format!(
+                            "Nothing with {} requests queued and none in flight",
+                            self.pending.len()
+                        ));
+                    }
+                    break;
+                }
+            }
+        }
+        self.check_queued("dispatch")
+    }
+
+    fn accept(&mut self, rq: Request) -> Result<(), String> {
+        let mut parts: Vec<(u64, u32)> = Vec::with_capacity(rq.parts());
+        for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
+            let p = self
+                .pending
+                .remove(&id)
+                .ok_or_else(|| format!("request {} dispatched twice or never inserted", id.0))?;
+            if p.dir != rq.dir {
+                return Err(format!("request {} merged across directions", id.0));
+            }
+            parts.push((p.sector, p.sectors));
+            self.report.records.push(RequestRecord {
+                id,
+                flow: p.flow,
+                class: p.class,
+                dir: p.dir,
+                sync: p.sync,
+                inserted: p.inserted,
+                dispatched: self.now,
+            });
+        }
+        parts.sort_unstable();
+        let mut at = rq.sector;
+        for &(s, n) in &parts {
+            if s != at {
+                return Err(format!("request {} covers its parts non-contiguously", rq.id.0));
+            }
+            at += u64::from(n);
+        }
+        if at != rq.end() {
+            return Err(format!("request {} length does not match its parts", rq.id.0));
+        }
+        if rq.parts() > 1 && rq.sectors > self.cfg.device.max_sectors {
+            return Err(format!("merged request {} exceeds max_sectors", rq.id.0));
+        }
+        let done = self.now + 1 + self.rng.below(self.cfg.max_service);
+        self.seq += 1;
+        self.in_flight.insert((done, self.seq), rq);
+        self.report.device_requests += 1;
+        Ok(())
+    }
+
+    fn check_queued(&self, after: &str) -> Result<(), String> {
+        let q = self.policy.queued();
+        if q != self.pending.len() {
+            return Err(format!(
+                "after {after}: queued() = {q} but {} requests are undispatched",
+                self.pending.len()
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,29 @@
+//! # bfq-sched
+//!
+//! Storage I/O scheduling policies as pure, clock-agnostic state machines: BFQ and its peers. A policy is told the
+//! time on every call and never reads a clock, so the same code runs in the simulator's virtual time and in the
+//! engine's real time.
+//!
+//! - [`types`]: time, flow and request types.
+//! - [`scheduler::Scheduler`]: the policy interface; [`driver::Driver`]: the dispatch loop under a tag limit.
+//! - [`registry`]: build a policy by name with sysfs-style tunables.
+//! - [`conformance`]: the randomized conformance checker every policy must pass.
+
+#![warn(missing_docs)]
+
+pub mod conformance;
+pub mod device;
+pub mod driver;
+pub mod merge;
+pub mod noop;
+pub mod registry;
+pub mod scheduler;
+pub mod tunables;
+pub mod types;
+
+pub use device::DeviceInfo;
+pub use driver::Driver;
+pub use registry::{build, find, policies, PolicyDesc};
+pub use scheduler::Scheduler;
+pub use tunables::{ConfigError, TunableSpec, TunableValues};
+pub use types::*;

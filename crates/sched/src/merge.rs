@@ -1,0 +1,162 @@
+//! The shared merge layer: finds a queued request that a new one can extend, as the kernel's generic elevator does
+//! (back merges through a hash of request end sectors, front merges through a lookup of start sectors).
+
+use crate::types::{Direction, Request};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiplicative hasher for integer keys (the keys are sector numbers, never attacker-controlled).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// `HashMap` keyed by integers with [`IntHasher`].
+pub type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+
+/// Which end of the queued request the new one attaches to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeKind {
+    /// The new request starts where the queued one ends.
+    Back,
+    /// The new request ends where the queued one starts.
+    Front,
+}
+
+fn key(dir: Direction, sync: bool, sector: u64) -> u64 {
+    (sector << 2) | ((dir as u64) << 1) | u64::from(sync)
+}
+
+/// Index of queued requests by start and end sector, mapping to a policy-chosen handle.
+#[derive(Debug, Clone, Default)]
+pub struct MergeIndex {
+    by_end: IntMap<u64, u64>,
+    by_start: IntMap<u64, u64>,
+}
+
+impl MergeIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records queued request `rq` under `handle`.
+    pub fn add(&mut self, handle: u64, rq: &Request) {
+        self.by_end.insert(key(rq.dir, rq.sync, rq.end()), handle);
+        self.by_start.insert(key(rq.dir, rq.sync, rq.sector), handle);
+    }
+
+    /// Forgets `rq` (stored under `handle`); entries that now point at other requests are left alone.
+    pub fn remove(&mut self, handle: u64, rq: &Request) {
+        let e = key(rq.dir, rq.sync, rq.end());
+        if self.by_end.get(&e) == Some(&handle) {
+            self.by_end.remove(&e);
+        }
+        let s = key(rq.dir, rq.sync, rq.sector);
+        if self.by_start.get(&s) == Some(&handle) {
+            self.by_start.remove(&s);
+        }
+    }
+
+    /// A queued request that `rq` may be merged into: same direction and sync flag, contiguous, and the result no
+    /// longer than `max_sectors`. `lookup` returns a handle's request (the index does not own them). Back merges are
+    /// preferred; front merges only when `front` is true.
+    pub fn find<'a>(
+        &self,
+        rq: &Request,
+        max_sectors: u32,
+        front: bool,
+        lookup: impl Fn(u64) -> Option<&'a Request>,
+    ) -> Option<(u64, MergeKind)> {
+        let fits = |q: &Request| u64::from(q.sectors) + u64::from(rq.sectors) <= u64::from(max_sectors);
+        if let Some(&h) = self.by_end.get(&key(rq.dir, rq.sync, rq.sector)) {
+            if let Some(q) = lookup(h) {
+                if q.end() == rq.sector && fits(q) {
+                    return Some((h, MergeKind::Back));
+                }
+            }
+        }
+        if front {
+            if let Some(&h) = self.by_start.get(&key(rq.dir, rq.sync, rq.end())) {
+                if let Some(q) = lookup(h) {
+                    if q.sector == rq.end() && fits(q) {
+                        return Some((h, MergeKind::Front));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Number of indexed requests.
+    pub fn len(&self) -> usize {
+        self.by_start.len()
+    }
+
+    /// True if nothing is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.by_start.is_empty()
+    }
+}
+
+/// Extends `target` with `rq` at the given end, keeping `target`'s identity and recording `rq`'s ids as merged.
+/// The caller removes `target` from its [`MergeIndex`] before and adds it back after.
+pub fn absorb(target: &mut Request, rq: Request, kind: MergeKind) {
+    if kind == MergeKind::Front {
+        target.sector = rq.sector;
+    }
+    target.sectors += rq.sectors;
+    target.meta |= rq.meta;
+    target.merged.push(rq.id);
+    target.merged.extend(rq.merged);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{FlowId, RequestId};
+
+    fn rq(id: u64, sector: u64, sectors: u32) -> Request {
+        Request::new(RequestId(id), FlowId(0), Direction::Read, true, sector, sectors)
+    }
+
+    #[test]
+    fn finds_back_and_front_within_size() {
+        let mut idx = MergeIndex::new();
+        let a = rq(1, 100, 8);
+        idx.add(7, &a);
+        let get = |h: u64| if h == 7 { Some(&a) } else { None };
+        assert_eq!(idx.find(&rq(2, 108, 8), 64, true, get), Some((7, MergeKind::Back)));
+        assert_eq!(idx.find(&rq(2, 92, 8), 64, true, get), Some((7, MergeKind::Front)));
+        assert_eq!(idx.find(&rq(2, 92, 8), 64, false, get), None);
+        assert_eq!(
+            idx.find(&rq(2, 108, 60), 64, true, get),
+            None,
+            "would exceed max_sectors"
+        );
+        let mut w = rq(3, 108, 8);
+        w.dir = Direction::Write;
+        assert_eq!(idx.find(&w, 64, true, get), None, "direction must match");
+    }
+
+    #[test]
+    fn absorb_keeps_ids() {
+        let mut a = rq(1, 100, 8);
+        absorb(&mut a, rq(2, 92, 8), MergeKind::Front);
+        absorb(&mut a, rq(3, 108, 8), MergeKind::Back);
+        assert_eq!((a.sector, a.sectors, a.parts()), (92, 24, 3));
+        assert_eq!(a.merged, vec![RequestId(2), RequestId(3)]);
+    }
+}

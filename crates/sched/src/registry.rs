@@ -1,0 +1,99 @@
+//! Builds a policy by name with its tunables.
+
+use crate::device::DeviceInfo;
+use crate::scheduler::{BuildFn, Scheduler};
+use crate::tunables::{ConfigError, TunableSpec, TunableValues};
+
+/// A policy known to the registry.
+#[derive(Clone, Copy)]
+pub struct PolicyDesc {
+    /// Registry name.
+    pub name: &'static str,
+    /// Other accepted names (e.g. `none` for noop).
+    pub aliases: &'static [&'static str],
+    /// One line on what it is for.
+    pub summary: &'static str,
+    /// Its tunables, named as in sysfs.
+    pub tunables: &'static [TunableSpec],
+    /// Constructor.
+    pub build: BuildFn,
+}
+
+static POLICIES: &[PolicyDesc] = &[PolicyDesc {
+    name: "noop",
+    aliases: &["none"],
+    summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+    tunables: &crate::noop::TUNABLES,
+    build: crate::noop::Noop::build,
+}];
+
+/// Every registered policy, in listing order.
+pub fn policies() -> &'static [PolicyDesc] {
+    POLICIES
+}
+
+/// The policy called `name` (or one of its aliases).
+pub fn find(name: &str) -> Option<&'static PolicyDesc> {
+    POLICIES.iter().find(|p| p.name == name || p.aliases.contains(&name))
+}
+
+/// Builds the policy `name` for `dev`, applying sysfs-style `key=value` tunables.
+pub fn build<S: AsRef<str>>(name: &str, dev: &DeviceInfo, tunables: &[S]) -> Result<Box<dyn Scheduler>, ConfigError> {
+    let desc = find(name).ok_or_else(|| ConfigError::UnknownScheduler {
+        name: name.to_string(),
+        available: POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    })?;
+    let values = TunableValues::parse(desc.name, desc.tunables, dev, tunables)?;
+    Ok((desc.build)(dev, &values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_policy_builds_with_defaults_on_both_device_kinds() {
+        for p in policies() {
+            for dev in [DeviceInfo::hdd(), DeviceInfo::ssd()] {
+                let s = build::<&str>(p.name, &dev, &[]).unwrap();
+                assert_eq!(s.name(), p.name);
+                assert_eq!(s.queued(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_tunables_sane() {
+        let mut names: Vec<&str> = policies()
+            .iter()
+            .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
+            .collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "duplicate policy name or alias");
+        for p in policies() {
+            for t in p.tunables {
+                for dev in [DeviceInfo::hdd(), DeviceInfo::ssd()] {
+                    let d = t.default_for(&dev);
+                    assert!(
+                        t.min <= d && d <= t.max,
+                        "{}.{} default {} outside {}..={}",
+                        p.name,
+                        t.name,
+                        d,
+                        t.min,
+                        t.max
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_scheduler_is_an_error_listing_choices() {
+        let e = build::<&str>("nosuch", &DeviceInfo::hdd(), &[]).err().unwrap();
+        assert!(e.to_string().contains("nosuch") && e.to_string().contains("noop"));
+        assert!(find("none").is_some());
+    }
+}

@@ -1,0 +1,42 @@
+//! The policy interface every scheduler implements.
+
+use crate::device::DeviceInfo;
+use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, Time};
+
+/// A storage I/O scheduling policy: a pure state machine that is told the time.
+///
+/// The caller (the [`Driver`](crate::driver::Driver)) calls [`Scheduler::dispatch`] while the device has a free
+/// tag, and again after every insert, every completion, and when a [`Decision::WaitUntil`] time is reached.
+/// Implementations never read a clock, never block and never panic on any sequence of valid calls.
+pub trait Scheduler: Send {
+    /// The registry name of the policy (`"bfq"`, `"noop"`, ...).
+    fn name(&self) -> &'static str;
+
+    /// A flow (process I/O context) appears. Called before its first insert.
+    fn flow_started(&mut self, flow: &FlowInfo, now: Time);
+
+    /// A flow's process has exited. Its queued and in-flight requests still complete normally.
+    fn flow_exited(&mut self, flow: FlowId, now: Time);
+
+    /// A new request arrives. The policy may merge it into a queued request (see [`Request::merged`]).
+    fn insert(&mut self, rq: Request, now: Time);
+
+    /// Asks for the next request to send to the device.
+    fn dispatch(&mut self, now: Time) -> Decision;
+
+    /// A request returned by [`Scheduler::dispatch`] has completed on the device.
+    fn completed(&mut self, rq: &Request, now: Time);
+
+    /// Number of inserted requests held and not yet dispatched (merged parts count individually).
+    fn queued(&self) -> usize;
+
+    /// How many scheduler tags (see [`DeviceInfo::nr_requests`]) requests of this kind may hold at once. The
+    /// submitter blocks while that many are allocated. Sync reads are never limited; the default limits nothing.
+    fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
+        let _ = (dir, sync);
+        nr_requests
+    }
+}
+
+/// Constructor signature stored in the registry.
+pub type BuildFn = fn(&DeviceInfo, &crate::tunables::TunableValues) -> Box<dyn Scheduler>;

@@ -1,0 +1,41 @@
+//! Every policy runs the randomized conformance sequence on a rotational and a non-rotational device, with several
+//! seeds. A new policy joins with one line.
+
+use bfq_sched::conformance::{run, Config};
+use bfq_sched::DeviceInfo;
+
+const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
+
+fn check(name: &str, tunables: &[&str]) {
+    for dev in [DeviceInfo::hdd(), DeviceInfo::ssd(), {
+        let mut d = DeviceInfo::hdd();
+        d.queue_depth = 1;
+        d
+    }] {
+        for seed in SEEDS {
+            let mut cfg = Config::new(seed, dev.clone());
+            cfg.tunables = tunables.iter().map(|s| s.to_string()).collect();
+            let report = run(name, &cfg).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                report.records.len() > 1000,
+                "{name}: only {} requests exercised",
+                report.records.len()
+            );
+            assert!(
+                (report.device_requests as usize) < report.records.len(),
+                "{name}: the sequence never produced a merge"
+            );
+        }
+    }
+}
+
+macro_rules! conformance {
+    ($test:ident, $name:expr $(, $tunable:expr)*) => {
+        #[test]
+        fn $test() {
+            check($name, &[$($tunable),*]);
+        }
+    };
+}
+
+conformance!(noop, "noop");

@@ -1,0 +1,2 @@
+//! Deterministic discrete-event storage simulator.
+#![warn(missing_docs)]

@@ -1,0 +1,2 @@
+//! Benchmark suite; filled by the suite issue.
+#![warn(missing_docs)]
