@@ -1,2 +1,9 @@
-//! Deterministic discrete-event storage simulator.
+//! # bfq-sim
+//!
+//! A deterministic discrete-event storage simulator: calibrated device models ([`device`]), a host model (page cache,
+//! readahead, dirty writeback) and an event engine that runs any bfq-sched policy and bfq-workload processes in
+//! virtual time (integer nanoseconds, ties broken by sequence number).
+
 #![warn(missing_docs)]
+
+pub mod device;
