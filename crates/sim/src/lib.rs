@@ -7,3 +7,9 @@
 #![warn(missing_docs)]
 
 pub mod device;
+pub mod event;
+pub mod host;
+pub mod metrics;
+pub mod sim;
+
+pub use sim::{HostConfig, Pid, SimError, Simulation};

@@ -1,0 +1,975 @@
+//! The simulation: runs processes, the host model, a policy (through the dispatch driver) and a device model in
+//! virtual time. Integer nanoseconds; every tie is broken by a sequence number, so a run is a pure function of its
+//! inputs.
+
+use crate::device::{DevRequest, Device};
+use crate::event::EventQueue;
+use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
+use crate::metrics::Metrics;
+use bfq_sched::{
+    DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, MS, SEC,
+};
+use bfq_workload::{Actions, Event, FileId, FileSpec, IoError, IoMode, Op, Process, ProcessReport};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+/// Host settings, named after the Linux knobs they model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    /// Memory available to the page cache (bytes). 4 GiB: a desktop of the seeds' era.
+    pub memory_bytes: u64,
+    /// Maximum readahead window (`read_ahead_kb`), KiB.
+    pub read_ahead_kb: u64,
+    /// Background writeback starts above this share of memory dirty (`dirty_background_ratio`), percent.
+    pub dirty_background_ratio: u64,
+    /// Writers are throttled above this share of memory dirty (`dirty_ratio`), percent.
+    pub dirty_ratio: u64,
+    /// Dirty data older than this is written back at the next periodic wake (`dirty_expire_centisecs`), ns.
+    pub dirty_expire: Time,
+    /// Period of the flusher's wake-ups (`dirty_writeback_centisecs`), ns.
+    pub writeback_interval: Time,
+    /// CPU time of one system call (ns): keeps cache-hit loops from running in zero time.
+    pub syscall_ns: Time,
+    /// CPU time to copy one KiB between the page cache and user memory (ns).
+    pub copy_ns_per_kib: Time,
+    /// Measure the wall-clock time spent inside the policy (non-deterministic; off for byte-identical output).
+    pub time_policy: bool,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            memory_bytes: 4 << 30,
+            read_ahead_kb: 128,
+            dirty_background_ratio: 10,
+            dirty_ratio: 20,
+            dirty_expire: 30 * SEC,
+            writeback_interval: 5 * SEC,
+            syscall_ns: 2_000,
+            copy_ns_per_kib: 250,
+            time_policy: true,
+        }
+    }
+}
+
+/// Errors building a simulation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// A file does not fit.
+    #[error(transparent)]
+    Alloc(#[from] crate::host::layout::AllocError),
+}
+
+/// Handle of a process in a simulation.
+pub type Pid = u32;
+
+/// Flow of the writeback (flusher) thread.
+pub const FLUSHER_FLOW: FlowId = FlowId(0);
+
+#[derive(Debug)]
+enum Ev {
+    Start(Pid),
+    Wake(Pid, u64),
+    Deliver(Pid, u64, Result<u64, IoError>),
+    FlusherWake,
+    DropCaches,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReqKind {
+    /// Fills page-cache pages `[page, page+pages)` of `file`.
+    CacheRead,
+    /// Writes back page-cache pages.
+    Writeback,
+    /// O_DIRECT transfer.
+    Direct,
+}
+
+/// Allocation classes with separate tag accounting (the kernel limits async I/O and sync writes separately).
+const KIND_SYNC_READ: usize = 0;
+const KIND_SYNC_WRITE: usize = 1;
+const KIND_ASYNC: usize = 2;
+
+#[derive(Debug)]
+struct BlockReq {
+    file: u32,
+    page: u64,
+    pages: u64,
+    kind: ReqKind,
+    flow: FlowId,
+    dir: Direction,
+    sync: bool,
+    sector: u64,
+    sectors: u32,
+    created: Time,
+    waiters: Vec<u32>,
+}
+
+impl BlockReq {
+    fn alloc_kind(&self) -> usize {
+        match (self.dir, self.sync) {
+            (Direction::Read, true) => KIND_SYNC_READ,
+            (Direction::Write, true) => KIND_SYNC_WRITE,
+            _ => KIND_ASYNC,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct OpState {
+    pid: Pid,
+    tag: u64,
+    deps: u32,
+    bytes: u64,
+    copy: bool,
+}
+
+struct ProcSlot {
+    proc: Box<dyn Process>,
+    flow: FlowId,
+    alive: bool,
+    started: Option<Time>,
+    exited: Option<Time>,
+    wake_gen: u64,
+}
+
+/// A slab of `T` indexed by `u32`, reusing freed slots.
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Slab<T> {
+    fn new() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+    fn insert(&mut self, v: T) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.items[i as usize] = Some(v);
+            i
+        } else {
+            self.items.push(Some(v));
+            (self.items.len() - 1) as u32
+        }
+    }
+    fn remove(&mut self, i: u32) -> Option<T> {
+        let v = self.items.get_mut(i as usize)?.take();
+        if v.is_some() {
+            self.free.push(i);
+        }
+        v
+    }
+    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
+        self.items.get_mut(i as usize)?.as_mut()
+    }
+    fn get(&self, i: u32) -> Option<&T> {
+        self.items.get(i as usize)?.as_ref()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Flusher {
+    /// Writeback requests created by the flusher and not yet completed.
+    outstanding: u32,
+    cursor_file: u32,
+    cursor_page: u64,
+    /// Write back only files dirtied before this time (periodic, "kupdate" writeback); `None` when not in that mode.
+    expire_before: Option<Time>,
+}
+
+/// A simulation of one host with one device.
+pub struct Simulation {
+    now: Time,
+    host: HostConfig,
+    device: Box<dyn Device>,
+    info: DeviceInfo,
+    driver: Driver,
+    alloc: Allocator,
+    files: Vec<FileLayout>,
+    names: Vec<String>,
+    cache: PageCache,
+    procs: Vec<ProcSlot>,
+    events: EventQueue<Ev>,
+    reqs: Slab<BlockReq>,
+    /// Generation of each request slot, so request ids are unique over the run.
+    req_gen: Vec<u32>,
+    ops: Slab<OpState>,
+    on_device: Slab<Request>,
+    tag_wait: [VecDeque<u32>; 3],
+    allocated: [u32; 3],
+    /// In-flight page-cache reads: (file, first page) -> (pages, request slot).
+    reading: BTreeMap<(u32, u64), (u64, u32)>,
+    /// Writeback requests not yet completed: (file, first page) -> request slot.
+    writing: BTreeMap<(u32, u64), u32>,
+    ra: HashMap<(Pid, u32), RaState>,
+    flusher: Flusher,
+    throttled: Vec<u32>,
+    metrics: Metrics,
+    actions: Actions,
+    dispatched: Vec<Request>,
+    chunks: Vec<(u64, u64, u64)>,
+    runs: Vec<(u64, u64)>,
+}
+
+impl Simulation {
+    /// A simulation of `device` scheduled by `policy`.
+    pub fn new(device: Box<dyn Device>, policy: Box<dyn Scheduler>, host: HostConfig, seed: u64) -> Self {
+        let info = device.info();
+        let mut driver = Driver::new(policy, info.queue_depth);
+        driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
+        let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
+        let mut sim = Simulation {
+            now: 0,
+            alloc: Allocator::new(info.capacity_sectors, seed ^ 0xA110C),
+            info,
+            device,
+            driver,
+            files: Vec::new(),
+            names: Vec::new(),
+            cache,
+            procs: Vec::new(),
+            events: EventQueue::new(),
+            reqs: Slab::new(),
+            req_gen: Vec::new(),
+            ops: Slab::new(),
+            on_device: Slab::new(),
+            tag_wait: Default::default(),
+            allocated: [0; 3],
+            reading: BTreeMap::new(),
+            writing: BTreeMap::new(),
+            ra: HashMap::new(),
+            flusher: Flusher::default(),
+            throttled: Vec::new(),
+            metrics: Metrics::default(),
+            actions: Actions::default(),
+            dispatched: Vec::new(),
+            chunks: Vec::new(),
+            runs: Vec::new(),
+            host,
+        };
+        let first = sim.host.writeback_interval;
+        sim.events.push(first, Ev::FlusherWake);
+        sim
+    }
+
+    /// Current virtual time (ns).
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// The device's properties.
+    pub fn device_info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Places a file on the device; returns its id for processes to use.
+    pub fn add_file(&mut self, spec: &FileSpec) -> Result<FileId, SimError> {
+        let layout = self.alloc.place(spec)?;
+        let id = self.cache.add_file(layout.pages());
+        self.files.push(layout);
+        self.names.push(spec.name.clone());
+        Ok(id)
+    }
+
+    /// Where a file lives on the device.
+    pub fn file_layout(&self, file: FileId) -> Option<&FileLayout> {
+        self.files.get(file as usize)
+    }
+
+    /// Starts `proc` at time `at` (its flow id is its pid + 1; flow 0 is the flusher).
+    pub fn spawn(&mut self, at: Time, proc: Box<dyn Process>) -> Pid {
+        let pid = self.procs.len() as Pid;
+        self.procs.push(ProcSlot {
+            proc,
+            flow: FlowId(pid + 1),
+            alive: false,
+            started: None,
+            exited: None,
+            wake_gen: 0,
+        });
+        self.events.push(at.max(self.now), Ev::Start(pid));
+        pid
+    }
+
+    /// Drops clean page-cache pages at time `at` (`echo 3 > /proc/sys/vm/drop_caches`, without a sync).
+    pub fn drop_caches_at(&mut self, at: Time) {
+        self.events.push(at.max(self.now), Ev::DropCaches);
+    }
+
+    /// What process `pid` measured.
+    pub fn report(&self, pid: Pid) -> Option<ProcessReport> {
+        self.procs.get(pid as usize).map(|p| p.proc.report())
+    }
+
+    /// When process `pid` started and exited.
+    pub fn lifetime(&self, pid: Pid) -> Option<(Option<Time>, Option<Time>)> {
+        self.procs.get(pid as usize).map(|p| (p.started, p.exited))
+    }
+
+    /// The flow of process `pid`.
+    pub fn flow_of(&self, pid: Pid) -> Option<FlowId> {
+        self.procs.get(pid as usize).map(|p| p.flow)
+    }
+
+    /// Measurements so far.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Page cache state, for inspection.
+    pub fn page_cache(&self) -> &PageCache {
+        &self.cache
+    }
+
+    /// Requests inserted into the policy (before merging).
+    pub fn inserted_requests(&self) -> u64 {
+        self.driver.stats().inserted
+    }
+
+    /// Runs until `limit` (ns) or until nothing can happen any more.
+    pub fn run_until(&mut self, limit: Time) {
+        self.run_while(limit, |_| true);
+    }
+
+    /// Runs until process `pid` exits or `limit`; returns its exit time if it exited.
+    pub fn run_until_exit(&mut self, pid: Pid, limit: Time) -> Option<Time> {
+        self.run_while(limit, |s| s.procs.get(pid as usize).is_some_and(|p| p.exited.is_none()));
+        self.procs.get(pid as usize).and_then(|p| p.exited)
+    }
+
+    fn run_while(&mut self, limit: Time, keep_going: impl Fn(&Simulation) -> bool) {
+        while keep_going(self) {
+            let next = [
+                self.device.next_completion(),
+                self.driver.wakeup(),
+                self.events.peek_time(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next else {
+                self.now = self.now.max(limit);
+                break;
+            };
+            if next > limit {
+                self.now = self.now.max(limit);
+                break;
+            }
+            self.now = self.now.max(next);
+            let mut progressed = false;
+            while let Some(tag) = self.device.pop_completion(self.now) {
+                self.device_done(tag);
+                progressed = true;
+            }
+            if self.driver.wakeup().is_some_and(|t| t <= self.now) {
+                self.pump();
+                progressed = true;
+            }
+            while let Some((_, ev)) = self.events.pop_due(self.now) {
+                self.handle(ev);
+                progressed = true;
+            }
+            if !progressed {
+                // A device reported a completion time it then did not deliver: never spin on it.
+                self.now += 1;
+            }
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Start(pid) => {
+                let Some(p) = self.procs.get_mut(pid as usize) else {
+                    return;
+                };
+                let spec = p.proc.flow();
+                p.alive = true;
+                p.started = Some(self.now);
+                let mut info = FlowInfo::new(p.flow)
+                    .with_class(spec.class, spec.prio)
+                    .with_group(GroupId(spec.group));
+                if let Some(w) = spec.weight {
+                    info = info.with_weight(w);
+                }
+                self.timed(|d, now| d.flow_started(&info, now));
+                self.deliver(pid, Event::Start);
+            }
+            Ev::Wake(pid, gen) => {
+                if self.procs.get(pid as usize).is_some_and(|p| p.wake_gen == gen) {
+                    self.deliver(pid, Event::Woke);
+                }
+            }
+            Ev::Deliver(pid, tag, result) => self.deliver(pid, Event::Completed { tag, result }),
+            Ev::FlusherWake => {
+                self.flusher.expire_before = self.now.checked_sub(self.host.dirty_expire);
+                self.flush();
+                self.pump();
+                let next = self.now + self.host.writeback_interval;
+                self.events.push(next, Ev::FlusherWake);
+            }
+            Ev::DropCaches => self.cache.drop_clean(),
+        }
+    }
+
+    fn deliver(&mut self, pid: Pid, event: Event) {
+        let now = self.now;
+        let Some(p) = self.procs.get_mut(pid as usize) else {
+            return;
+        };
+        if !p.alive {
+            return;
+        }
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        p.proc.on_event(event, now, &mut actions);
+        if let Some(t) = actions.sleep_until {
+            p.wake_gen += 1;
+            self.events.push(t.max(now), Ev::Wake(pid, p.wake_gen));
+        }
+        let exit = actions.exit;
+        for (tag, op) in actions.ops.drain(..) {
+            self.start_op(pid, tag, op);
+        }
+        self.actions = actions;
+        if exit {
+            let p = &mut self.procs[pid as usize];
+            p.alive = false;
+            p.exited = Some(now);
+            p.wake_gen += 1;
+            let flow = p.flow;
+            self.timed(|d, now| d.flow_exited(flow, now));
+        }
+        self.pump();
+    }
+
+    /// Runs `f` on the driver, charging its wall-clock time to the policy when timing is on.
+    fn timed<R>(&mut self, f: impl FnOnce(&mut Driver, Time) -> R) -> R {
+        if self.host.time_policy {
+            let t = Instant::now();
+            let r = f(&mut self.driver, self.now);
+            self.metrics.sched_cpu_ns += t.elapsed().as_nanos() as u64;
+            r
+        } else {
+            f(&mut self.driver, self.now)
+        }
+    }
+
+    fn complete_op_later(&mut self, pid: Pid, tag: u64, result: Result<u64, IoError>, copy_bytes: u64) {
+        let cost = self.host.syscall_ns + copy_bytes.div_ceil(1024) * self.host.copy_ns_per_kib;
+        self.events.push(self.now + cost, Ev::Deliver(pid, tag, result));
+    }
+
+    fn start_op(&mut self, pid: Pid, tag: u64, op: Op) {
+        let flow = self.procs[pid as usize].flow;
+        let (file, offset, len) = match op {
+            Op::Read { file, offset, len, .. } | Op::Write { file, offset, len, .. } => (file, offset, len),
+            Op::Fsync { file } => (file, 0, 0),
+            Op::Sync => (0, 0, 0),
+        };
+        if !matches!(op, Op::Sync) {
+            let Some(layout) = self.files.get(file as usize) else {
+                return self.complete_op_later(pid, tag, Err(IoError::Other(format!("no file {file}"))), 0);
+            };
+            if offset.saturating_add(len) > layout.size {
+                return self.complete_op_later(pid, tag, Err(IoError::OutOfRange), 0);
+            }
+        }
+        match op {
+            Op::Read {
+                mode: IoMode::Direct, ..
+            }
+            | Op::Write {
+                mode: IoMode::Direct, ..
+            } => {
+                let dir = if matches!(op, Op::Read { .. }) {
+                    Direction::Read
+                } else {
+                    Direction::Write
+                };
+                if len == 0 {
+                    return self.complete_op_later(pid, tag, Ok(0), 0);
+                }
+                let opid = self.ops.insert(OpState {
+                    pid,
+                    tag,
+                    deps: 0,
+                    bytes: len,
+                    copy: false,
+                });
+                let first = offset / 512;
+                let count = (offset + len).div_ceil(512) - first;
+                self.map_chunks(file, first, count);
+                let chunks = std::mem::take(&mut self.chunks);
+                for &(fsec, sector, n) in &chunks {
+                    let id = self.new_req(BlockReq {
+                        file,
+                        page: fsec / PAGE_SECTORS,
+                        pages: n.div_ceil(PAGE_SECTORS),
+                        kind: ReqKind::Direct,
+                        flow,
+                        dir,
+                        sync: true,
+                        sector,
+                        sectors: n as u32,
+                        created: self.now,
+                        waiters: vec![opid],
+                    });
+                    self.ops.get_mut(opid).expect("op").deps += 1;
+                    self.submit(id);
+                }
+                self.chunks = chunks;
+            }
+            Op::Read {
+                mode: IoMode::Buffered, ..
+            } => self.buffered_read(pid, tag, flow, file, offset, len),
+            Op::Write {
+                mode: IoMode::Buffered, ..
+            } => {
+                if len == 0 {
+                    return self.complete_op_later(pid, tag, Ok(0), 0);
+                }
+                let p0 = offset / PAGE_BYTES;
+                let p1 = (offset + len).div_ceil(PAGE_BYTES);
+                self.cache.write(file, p0, p1 - p0, self.now);
+                if self.cache.dirty_pages() > self.dirty_background_pages() {
+                    self.flush();
+                }
+                if self.cache.dirty_pages() + self.cache.writeback_pages() > self.dirty_limit_pages() {
+                    // Above the dirty limit (dirty plus under writeback, as the kernel counts) every buffered write blocks until writeback brings it back down.
+                    let opid = self.ops.insert(OpState {
+                        pid,
+                        tag,
+                        deps: 1,
+                        bytes: len,
+                        copy: true,
+                    });
+                    self.throttled.push(opid);
+                } else {
+                    self.complete_op_later(pid, tag, Ok(len), len);
+                }
+            }
+            Op::Fsync { file } => {
+                let opid = self.ops.insert(OpState {
+                    pid,
+                    tag,
+                    deps: 0,
+                    bytes: 0,
+                    copy: false,
+                });
+                self.writeback_file(file, flow, true, u64::MAX);
+                self.wait_for_writeback(opid, Some(file));
+                self.finish_op_if_ready(opid);
+            }
+            Op::Sync => {
+                let opid = self.ops.insert(OpState {
+                    pid,
+                    tag,
+                    deps: 0,
+                    bytes: 0,
+                    copy: false,
+                });
+                for f in 0..self.cache.files() {
+                    self.writeback_file(f, FLUSHER_FLOW, true, u64::MAX);
+                }
+                self.wait_for_writeback(opid, None);
+                self.finish_op_if_ready(opid);
+            }
+        }
+    }
+
+    fn finish_op_if_ready(&mut self, opid: u32) {
+        if self.ops.get(opid).is_some_and(|o| o.deps == 0) {
+            if let Some(o) = self.ops.remove(opid) {
+                let copy = if o.copy { o.bytes } else { 0 };
+                self.complete_op_later(o.pid, o.tag, Ok(o.bytes), copy);
+            }
+        }
+    }
+
+    /// Makes `opid` wait for every uncompleted writeback request (of `file`, or of all files).
+    fn wait_for_writeback(&mut self, opid: u32, file: Option<u32>) {
+        let ids: Vec<u32> = match file {
+            Some(f) => self.writing.range((f, 0)..(f + 1, 0)).map(|(_, &id)| id).collect(),
+            None => self.writing.values().copied().collect(),
+        };
+        for id in ids {
+            if let Some(r) = self.reqs.get_mut(id) {
+                r.waiters.push(opid);
+                if let Some(o) = self.ops.get_mut(opid) {
+                    o.deps += 1;
+                }
+            }
+        }
+    }
+
+    fn buffered_read(&mut self, pid: Pid, tag: u64, flow: FlowId, file: u32, offset: u64, len: u64) {
+        if len == 0 {
+            return self.complete_op_later(pid, tag, Ok(0), 0);
+        }
+        let p0 = offset / PAGE_BYTES;
+        let p1 = (offset + len).div_ceil(PAGE_BYTES);
+        let max_ra = self.host.read_ahead_kb * 1024 / PAGE_BYTES;
+        let mut ra = self.ra.get(&(pid, file)).copied().unwrap_or_default();
+        let marker = ra.marker();
+        let first_missing = (p0..p1).find(|&p| self.cache.state(file, p) == PageState::Absent);
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
+        if let Some(miss) = first_missing {
+            let w = ra.on_miss(miss, p1 - miss, max_ra);
+            self.cache.start_read(
+                file,
+                w.start.min(miss),
+                (w.start + w.len).max(p1) - w.start.min(miss),
+                &mut runs,
+            );
+        }
+        // Touching the marker page of the current window starts the next window asynchronously.
+        if let Some(m) = marker {
+            if (p0..p1).contains(&m) && first_missing.is_none_or(|miss| m < miss) {
+                let w = ra.on_marker(max_ra);
+                self.cache.start_read(file, w.start, w.len, &mut runs);
+            }
+        }
+        ra.prev_end = Some(p1);
+        self.ra.insert((pid, file), ra);
+        for &(start, n) in runs.iter() {
+            self.read_pages(file, start, n, flow);
+        }
+        self.runs = runs;
+        // Wait for every page of the request that is not yet in memory.
+        let opid = self.ops.insert(OpState {
+            pid,
+            tag,
+            deps: 0,
+            bytes: len,
+            copy: true,
+        });
+        let mut p = p0;
+        while p < p1 {
+            if self.cache.state(file, p) == PageState::Reading {
+                if let Some((&(_, s), &(n, id))) = self.reading.range(..=(file, p)).next_back() {
+                    if s + n > p {
+                        if let Some(r) = self.reqs.get_mut(id) {
+                            r.waiters.push(opid);
+                            self.ops.get_mut(opid).expect("op").deps += 1;
+                        }
+                        p = s + n;
+                        continue;
+                    }
+                }
+            }
+            p += 1;
+        }
+        self.finish_op_if_ready(opid);
+    }
+
+    /// Creates read requests filling pages `[start, start+n)` of `file` (already marked Reading).
+    fn read_pages(&mut self, file: u32, start: u64, n: u64, flow: FlowId) {
+        self.map_chunks(file, start * PAGE_SECTORS, n * PAGE_SECTORS);
+        let chunks = std::mem::take(&mut self.chunks);
+        for &(fsec, sector, len) in &chunks {
+            let page = fsec / PAGE_SECTORS;
+            let pages = len / PAGE_SECTORS;
+            let id = self.new_req(BlockReq {
+                file,
+                page,
+                pages,
+                kind: ReqKind::CacheRead,
+                flow,
+                dir: Direction::Read,
+                sync: true,
+                sector,
+                sectors: len as u32,
+                created: self.now,
+                waiters: Vec::new(),
+            });
+            self.reading.insert((file, page), (pages, id));
+            self.submit(id);
+        }
+        self.chunks = chunks;
+    }
+
+    /// Splits file sectors `[first, first+count)` into device chunks `(file sector, device sector, sectors)` no
+    /// longer than the device's maximum request, aligned to pages where the request is page-sized.
+    fn map_chunks(&mut self, file: u32, first: u64, count: u64) {
+        self.chunks.clear();
+        let max = u64::from(self.info.max_sectors.max(PAGE_SECTORS as u32)) / PAGE_SECTORS * PAGE_SECTORS;
+        let Some(layout) = self.files.get(file as usize) else {
+            return;
+        };
+        let end = first + count;
+        let start = layout
+            .extents
+            .partition_point(|e| (e.page + e.pages) * PAGE_SECTORS <= first);
+        for e in &layout.extents[start..] {
+            let (es, ee) = (e.page * PAGE_SECTORS, (e.page + e.pages) * PAGE_SECTORS);
+            if es >= end {
+                break;
+            }
+            let mut a = first.max(es);
+            let b = end.min(ee);
+            while a < b {
+                let n = (b - a).min(max);
+                self.chunks.push((a, e.sector + (a - es), n));
+                a += n;
+            }
+        }
+    }
+
+    fn new_req(&mut self, r: BlockReq) -> u32 {
+        let id = self.reqs.insert(r);
+        if self.req_gen.len() <= id as usize {
+            self.req_gen.resize(id as usize + 1, 0);
+        }
+        self.req_gen[id as usize] = self.req_gen[id as usize].wrapping_add(1);
+        self.metrics.block_requests += 1;
+        id
+    }
+
+    fn request_id(&self, slot: u32) -> RequestId {
+        RequestId((u64::from(self.req_gen[slot as usize]) << 32) | u64::from(slot))
+    }
+
+    /// Allocates a scheduler tag for request `id` and inserts it, or queues it until a tag is free.
+    fn submit(&mut self, id: u32) {
+        let Some(r) = self.reqs.get(id) else { return };
+        let kind = r.alloc_kind();
+        if self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
+            self.insert(id);
+        } else {
+            self.tag_wait[kind].push_back(id);
+        }
+    }
+
+    fn can_allocate(&self, kind: usize) -> bool {
+        let nr = self.info.nr_requests.max(1);
+        let total: u32 = self.allocated.iter().sum();
+        if total >= nr {
+            return false;
+        }
+        let (dir, sync) = match kind {
+            KIND_SYNC_READ => return true,
+            KIND_SYNC_WRITE => (Direction::Write, true),
+            _ => (Direction::Write, false),
+        };
+        self.allocated[kind] < self.driver.policy().depth_limit(dir, sync, nr).max(1)
+    }
+
+    fn insert(&mut self, id: u32) {
+        let rid = self.request_id(id);
+        let Some(r) = self.reqs.get(id) else { return };
+        let kind = r.alloc_kind();
+        let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
+        self.allocated[kind] += 1;
+        self.timed(|d, now| d.insert(rq, now));
+    }
+
+    fn admit_waiting(&mut self) {
+        for kind in [KIND_SYNC_READ, KIND_SYNC_WRITE, KIND_ASYNC] {
+            while !self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
+                if let Some(id) = self.tag_wait[kind].pop_front() {
+                    self.insert(id);
+                }
+            }
+        }
+    }
+
+    fn pump(&mut self) {
+        let mut out = std::mem::take(&mut self.dispatched);
+        out.clear();
+        self.timed(|d, now| d.pump(now, &mut out));
+        for rq in out.drain(..) {
+            self.metrics.device_requests += 1;
+            let dev = DevRequest {
+                tag: 0,
+                dir: rq.dir,
+                sector: rq.sector,
+                sectors: rq.sectors,
+            };
+            let tag = self.on_device.insert(rq);
+            self.device.submit(
+                DevRequest {
+                    tag: u64::from(tag),
+                    ..dev
+                },
+                self.now,
+            );
+        }
+        self.dispatched = out;
+    }
+
+    fn device_done(&mut self, tag: u64) {
+        let Some(rq) = self.on_device.remove(tag as u32) else {
+            return;
+        };
+        self.timed(|d, now| d.complete(&rq, now));
+        for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
+            self.block_done(id);
+        }
+        self.admit_waiting();
+        self.flush();
+        self.pump();
+    }
+
+    fn block_done(&mut self, id: RequestId) {
+        let slot = (id.0 & 0xFFFF_FFFF) as u32;
+        let Some(r) = self.reqs.remove(slot) else { return };
+        self.allocated[r.alloc_kind()] = self.allocated[r.alloc_kind()].saturating_sub(1);
+        self.metrics.complete(
+            self.now,
+            r.flow,
+            r.dir,
+            u64::from(r.sectors) * 512,
+            self.now - r.created,
+        );
+        match r.kind {
+            ReqKind::CacheRead => {
+                self.reading.remove(&(r.file, r.page));
+                self.cache.finish_read(r.file, r.page, r.pages);
+            }
+            ReqKind::Writeback => {
+                self.writing.remove(&(r.file, r.page));
+                self.cache.finish_write(r.file, r.page, r.pages);
+                if r.flow == FLUSHER_FLOW && !r.sync {
+                    self.flusher.outstanding = self.flusher.outstanding.saturating_sub(1);
+                }
+                self.release_throttled();
+            }
+            ReqKind::Direct => {}
+        }
+        for opid in r.waiters {
+            if let Some(o) = self.ops.get_mut(opid) {
+                o.deps = o.deps.saturating_sub(1);
+            }
+            self.finish_op_if_ready(opid);
+        }
+    }
+
+    fn dirty_background_pages(&self) -> u64 {
+        self.host.memory_bytes / PAGE_BYTES * self.host.dirty_background_ratio / 100
+    }
+
+    fn dirty_limit_pages(&self) -> u64 {
+        self.host.memory_bytes / PAGE_BYTES * self.host.dirty_ratio / 100
+    }
+
+    fn release_throttled(&mut self) {
+        if self.throttled.is_empty()
+            || self.cache.dirty_pages() + self.cache.writeback_pages() > self.dirty_limit_pages()
+        {
+            return;
+        }
+        for opid in std::mem::take(&mut self.throttled) {
+            if let Some(o) = self.ops.get_mut(opid) {
+                o.deps = 0;
+            }
+            self.finish_op_if_ready(opid);
+        }
+    }
+
+    /// Creates writeback requests for `file`'s dirty pages, at most `max_pages` in all; returns the pages taken.
+    fn writeback_file(&mut self, file: u32, flow: FlowId, sync: bool, max_pages: u64) -> u64 {
+        let max_req_pages = u64::from(self.info.max_sectors) / PAGE_SECTORS;
+        let mut taken = 0;
+        let mut from = if flow == FLUSHER_FLOW && !sync && file == self.flusher.cursor_file {
+            self.flusher.cursor_page
+        } else {
+            0
+        };
+        while taken < max_pages {
+            let Some((start, n)) = self
+                .cache
+                .take_dirty_run(file, from, max_req_pages.min(max_pages - taken))
+            else {
+                break;
+            };
+            taken += n;
+            from = start + n;
+            self.map_chunks(file, start * PAGE_SECTORS, n * PAGE_SECTORS);
+            let chunks = std::mem::take(&mut self.chunks);
+            for &(fsec, sector, len) in &chunks {
+                let page = fsec / PAGE_SECTORS;
+                let id = self.new_req(BlockReq {
+                    file,
+                    page,
+                    pages: len / PAGE_SECTORS,
+                    kind: ReqKind::Writeback,
+                    flow,
+                    dir: Direction::Write,
+                    sync,
+                    sector,
+                    sectors: len as u32,
+                    created: self.now,
+                    waiters: Vec::new(),
+                });
+                self.writing.insert((file, page), id);
+                if flow == FLUSHER_FLOW && !sync {
+                    self.flusher.outstanding += 1;
+                }
+                self.submit(id);
+            }
+            self.chunks = chunks;
+        }
+        if flow == FLUSHER_FLOW && !sync {
+            self.flusher.cursor_page = from;
+        }
+        taken
+    }
+
+    /// Background and periodic writeback by the flusher thread, as async writes. The kernel's flusher blocks when
+    /// it cannot allocate a request, so it keeps at most as many requests outstanding as the policy lets async
+    /// writes allocate.
+    fn flush(&mut self) {
+        let nr = self.info.nr_requests.max(1);
+        let limit = self
+            .driver
+            .policy()
+            .depth_limit(Direction::Write, false, nr)
+            .clamp(1, nr);
+        let nfiles = self.cache.files();
+        if nfiles == 0 {
+            return;
+        }
+        let max_req_pages = u64::from(self.info.max_sectors) / PAGE_SECTORS;
+        let mut idle_files = 0;
+        while self.flusher.outstanding < limit && idle_files < nfiles {
+            let background = self.cache.dirty_pages() > self.dirty_background_pages();
+            let f = self.flusher.cursor_file % nfiles;
+            let expired = self
+                .flusher
+                .expire_before
+                .is_some_and(|t| self.cache.dirtied_at(f).is_some_and(|d| d <= t));
+            if !background && self.flusher.expire_before.is_some() && !expired && !self.any_expired() {
+                self.flusher.expire_before = None;
+            }
+            if !background && self.flusher.expire_before.is_none() {
+                break;
+            }
+            if (background || expired) && self.cache.has_dirty(f) {
+                let n = self.writeback_file(f, FLUSHER_FLOW, false, max_req_pages);
+                if n > 0 {
+                    idle_files = 0;
+                    continue;
+                }
+            }
+            self.flusher.cursor_file = (f + 1) % nfiles;
+            self.flusher.cursor_page = 0;
+            idle_files += 1;
+        }
+    }
+
+    fn any_expired(&self) -> bool {
+        let Some(t) = self.flusher.expire_before else {
+            return false;
+        };
+        (0..self.cache.files()).any(|f| self.cache.dirtied_at(f).is_some_and(|d| d <= t))
+    }
+}
+
+/// Convenience: milliseconds to [`Time`].
+pub const fn ms(v: u64) -> Time {
+    v * MS
+}

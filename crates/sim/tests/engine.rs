@@ -1,0 +1,400 @@
+//! Engine and host-model behaviour on a simple device whose service time is fixed per request plus per sector.
+
+use bfq_sched::{DeviceInfo, Direction, Time, MS, SEC};
+use bfq_sim::device::{DevRequest, Device};
+use bfq_sim::{HostConfig, Simulation};
+use bfq_workload::{Actions, Event, FileSpec, FlowSpec, IoMode, Op, Placement, Process, ProcessReport};
+use std::collections::VecDeque;
+
+/// Serves one request at a time: `base` ns plus `per_sector` ns per sector. Records what it saw.
+struct SerialDevice {
+    base: Time,
+    per_sector: Time,
+    depth: u32,
+    busy_until: Time,
+    queue: VecDeque<(Time, u64)>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(Direction, u64, u32)>>>,
+}
+
+impl Device for SerialDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: "serial".into(),
+            rotational: false,
+            queue_depth: self.depth,
+            nr_requests: 64,
+            max_sectors: 1024,
+            capacity_sectors: 1 << 30,
+        }
+    }
+    fn submit(&mut self, rq: DevRequest, now: Time) {
+        let start = self.busy_until.max(now);
+        self.busy_until = start + self.base + self.per_sector * u64::from(rq.sectors);
+        self.queue.push_back((self.busy_until, rq.tag));
+        self.seen.lock().unwrap().push((rq.dir, rq.sector, rq.sectors));
+    }
+    fn next_completion(&self) -> Option<Time> {
+        self.queue.front().map(|x| x.0)
+    }
+    fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        if self.queue.front()?.0 <= now {
+            self.queue.pop_front().map(|x| x.1)
+        } else {
+            None
+        }
+    }
+}
+
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Direction, u64, u32)>>>;
+
+fn device(depth: u32) -> (Box<dyn Device>, Seen) {
+    let seen: Seen = Default::default();
+    (
+        Box::new(SerialDevice {
+            base: 100_000,
+            per_sector: 1_000,
+            depth,
+            busy_until: 0,
+            queue: VecDeque::new(),
+            seen: seen.clone(),
+        }),
+        seen,
+    )
+}
+
+/// Reads a file front to back in `bs`-byte operations, once, then exits.
+struct SeqReader {
+    file: u32,
+    size: u64,
+    bs: u64,
+    pos: u64,
+    mode: IoMode,
+    report: ProcessReport,
+}
+
+impl Process for SeqReader {
+    fn flow(&self) -> FlowSpec {
+        FlowSpec::named("seqreader")
+    }
+    fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
+        if let Event::Completed { result, .. } = ev {
+            self.report.read_bytes += result.unwrap();
+            self.report.ops += 1;
+        }
+        if self.pos >= self.size {
+            out.exit = true;
+            return;
+        }
+        let len = self.bs.min(self.size - self.pos);
+        out.issue(
+            0,
+            Op::Read {
+                file: self.file,
+                offset: self.pos,
+                len,
+                mode: self.mode,
+            },
+        );
+        self.pos += len;
+    }
+    fn report(&self) -> ProcessReport {
+        self.report.clone()
+    }
+}
+
+/// Writes `size` bytes in `bs` chunks, then runs `last` (fsync or sync) and exits.
+struct Writer {
+    file: u32,
+    size: u64,
+    bs: u64,
+    pos: u64,
+    last: Option<Op>,
+    report: ProcessReport,
+}
+
+impl Process for Writer {
+    fn flow(&self) -> FlowSpec {
+        FlowSpec::named("writer")
+    }
+    fn on_event(&mut self, ev: Event, now: Time, out: &mut Actions) {
+        if let Event::Completed { tag: 1, .. } = ev {
+            self.report.startup_ns = Some(now);
+            out.exit = true;
+            return;
+        }
+        if self.pos >= self.size {
+            match self.last.take() {
+                Some(op) => out.issue(1, op),
+                None => out.exit = true,
+            }
+            return;
+        }
+        out.issue(
+            0,
+            Op::Write {
+                file: self.file,
+                offset: self.pos,
+                len: self.bs,
+                mode: IoMode::Buffered,
+            },
+        );
+        self.pos += self.bs;
+        self.report.written_bytes += self.bs;
+    }
+    fn report(&self) -> ProcessReport {
+        self.report.clone()
+    }
+}
+
+fn file(size: u64) -> FileSpec {
+    FileSpec {
+        name: "f".into(),
+        size,
+        placement: Placement::Contiguous,
+        prewritten: true,
+    }
+}
+
+fn sim(depth: u32, sched: &str) -> (Simulation, Seen) {
+    let (dev, seen) = device(depth);
+    let info = dev.info();
+    let policy = bfq_sched::build::<&str>(sched, &info, &[]).unwrap();
+    let host = HostConfig {
+        time_policy: false,
+        ..HostConfig::default()
+    };
+    (Simulation::new(dev, policy, host, 1), seen)
+}
+
+#[test]
+fn buffered_sequential_reads_become_readahead_sized_requests() {
+    // 4 KiB buffered reads of an 8 MiB file: readahead ramps 16, 32, 64 KiB and then issues 128 KiB windows
+    // (read_ahead_kb = 128), so the device sees 256-sector requests, not 8-sector ones.
+    let (mut s, seen) = sim(1, "noop");
+    let f = s.add_file(&file(8 << 20)).unwrap();
+    let pid = s.spawn(
+        0,
+        Box::new(SeqReader {
+            file: f,
+            size: 8 << 20,
+            bs: 4096,
+            pos: 0,
+            mode: IoMode::Buffered,
+            report: Default::default(),
+        }),
+    );
+    let end = s.run_until_exit(pid, 60 * SEC).expect("reader finishes");
+    let seen = seen.lock().unwrap();
+    let total: u64 = seen.iter().map(|x| u64::from(x.2)).sum();
+    assert_eq!(total, (8 << 20) / 512, "every page read exactly once");
+    let big = seen.iter().filter(|x| x.2 == 256).count();
+    assert!(
+        big >= seen.len() - 4,
+        "all but the ramp-up requests are 128 KiB: {:?}",
+        &seen[..6]
+    );
+    assert_eq!(s.report(pid).unwrap().read_bytes, 8 << 20);
+    // Device time: 64 requests * (0.1 ms + 256 us) ~= 23 ms plus ramp-up; CPU copies ~2k * 3 us ~= 6 ms. The
+    // async readahead overlaps the two, so the run takes longer than the device time but far less than their
+    // sum plus a per-request round trip.
+    assert!(end > 20 * MS && end < 60 * MS, "took {end} ns");
+}
+
+#[test]
+fn cached_data_is_not_read_again_until_caches_are_dropped() {
+    let (mut s, seen) = sim(1, "noop");
+    let f = s.add_file(&file(1 << 20)).unwrap();
+    let a = s.spawn(
+        0,
+        Box::new(SeqReader {
+            file: f,
+            size: 1 << 20,
+            bs: 65536,
+            pos: 0,
+            mode: IoMode::Buffered,
+            report: Default::default(),
+        }),
+    );
+    s.run_until_exit(a, SEC).unwrap();
+    let after_first = seen.lock().unwrap().len();
+    let b = s.spawn(
+        s.now(),
+        Box::new(SeqReader {
+            file: f,
+            size: 1 << 20,
+            bs: 65536,
+            pos: 0,
+            mode: IoMode::Buffered,
+            report: Default::default(),
+        }),
+    );
+    s.run_until_exit(b, 2 * SEC).unwrap();
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        after_first,
+        "second read served from the page cache"
+    );
+    s.drop_caches_at(s.now());
+    let c = s.spawn(
+        s.now() + 1,
+        Box::new(SeqReader {
+            file: f,
+            size: 1 << 20,
+            bs: 65536,
+            pos: 0,
+            mode: IoMode::Buffered,
+            report: Default::default(),
+        }),
+    );
+    s.run_until_exit(c, 3 * SEC).unwrap();
+    assert!(
+        seen.lock().unwrap().len() > after_first,
+        "after drop_caches the device is read again"
+    );
+}
+
+#[test]
+fn direct_reads_bypass_the_cache_and_split_at_max_sectors() {
+    let (mut s, seen) = sim(4, "noop");
+    let f = s.add_file(&file(4 << 20)).unwrap();
+    let pid = s.spawn(
+        0,
+        Box::new(SeqReader {
+            file: f,
+            size: 4 << 20,
+            bs: 1 << 20,
+            pos: 0,
+            mode: IoMode::Direct,
+            report: Default::default(),
+        }),
+    );
+    s.run_until_exit(pid, SEC).unwrap();
+    let seen = seen.lock().unwrap();
+    // 1 MiB direct reads split into two 512 KiB (1024-sector) requests each.
+    assert_eq!(seen.len(), 8);
+    assert!(seen.iter().all(|x| x.2 == 1024));
+    assert_eq!(s.page_cache().resident_pages(), 0);
+}
+
+#[test]
+fn fsync_writes_back_and_waits() {
+    let (mut s, seen) = sim(1, "noop");
+    let f = s.add_file(&file(4 << 20)).unwrap();
+    let pid = s.spawn(
+        0,
+        Box::new(Writer {
+            file: f,
+            size: 2 << 20,
+            bs: 65536,
+            pos: 0,
+            last: Some(Op::Fsync { file: f }),
+            report: Default::default(),
+        }),
+    );
+    let end = s.run_until_exit(pid, 10 * SEC).unwrap();
+    let written: u64 = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|x| x.0 == Direction::Write)
+        .map(|x| u64::from(x.2))
+        .sum();
+    assert_eq!(written, (2 << 20) / 512, "fsync wrote every dirty page");
+    assert_eq!(s.page_cache().dirty_pages(), 0);
+    // Writing 2 MiB at 1 us/sector takes >= 4 ms of device time; fsync returned after it.
+    assert!(end >= 4 * MS);
+}
+
+#[test]
+fn dirty_data_is_written_back_when_it_expires() {
+    // Below the background threshold nothing is written until the data is older than dirty_expire (30 s), at the
+    // next periodic flusher wake-up (every 5 s), i.e. at 35 s.
+    let (mut s, seen) = sim(1, "noop");
+    let f = s.add_file(&file(4 << 20)).unwrap();
+    let pid = s.spawn(
+        0,
+        Box::new(Writer {
+            file: f,
+            size: 1 << 20,
+            bs: 65536,
+            pos: 0,
+            last: None,
+            report: Default::default(),
+        }),
+    );
+    s.run_until(29 * SEC);
+    assert!(s.lifetime(pid).unwrap().1.is_some());
+    assert!(seen.lock().unwrap().is_empty(), "nothing written before expiry");
+    s.run_until(36 * SEC);
+    assert_eq!(s.page_cache().dirty_pages(), 0);
+    assert!(!seen.lock().unwrap().is_empty());
+}
+
+#[test]
+fn writers_are_throttled_above_the_dirty_limit() {
+    // With 64 MiB of memory the dirty limit is 20% = 12.8 MiB; writing 40 MiB must wait for the device, so it takes
+    // at least (40 - 12.8) MiB of device time at 1 us/sector = ~56 ms.
+    let (dev, _seen) = device(1);
+    let info = dev.info();
+    let policy = bfq_sched::build::<&str>("noop", &info, &[]).unwrap();
+    let host = HostConfig {
+        memory_bytes: 64 << 20,
+        time_policy: false,
+        ..HostConfig::default()
+    };
+    let mut s = Simulation::new(dev, policy, host, 1);
+    let f = s.add_file(&file(64 << 20)).unwrap();
+    let pid = s.spawn(
+        0,
+        Box::new(Writer {
+            file: f,
+            size: 40 << 20,
+            bs: 1 << 20,
+            pos: 0,
+            last: None,
+            report: Default::default(),
+        }),
+    );
+    let end = s.run_until_exit(pid, 10 * SEC).unwrap();
+    let min_device = ((40u64 << 20) - (64u64 << 20) / 5) / 512 * 1_000;
+    assert!(
+        end >= min_device,
+        "writer finished at {end} ns, device needs {min_device} ns"
+    );
+    assert!(s.page_cache().dirty_pages() <= (64u64 << 20) / 4096 / 5 + 256);
+}
+
+#[test]
+fn same_inputs_same_results() {
+    let run = || {
+        let (mut s, seen) = sim(4, "noop");
+        let f = s.add_file(&file(4 << 20)).unwrap();
+        let g = s.add_file(&file(4 << 20)).unwrap();
+        let a = s.spawn(
+            0,
+            Box::new(SeqReader {
+                file: f,
+                size: 4 << 20,
+                bs: 4096,
+                pos: 0,
+                mode: IoMode::Buffered,
+                report: Default::default(),
+            }),
+        );
+        s.spawn(
+            MS,
+            Box::new(Writer {
+                file: g,
+                size: 2 << 20,
+                bs: 4096,
+                pos: 0,
+                last: Some(Op::Sync),
+                report: Default::default(),
+            }),
+        );
+        s.run_until(5 * SEC);
+        let v = seen.lock().unwrap().clone();
+        (v, s.lifetime(a), s.metrics().device_requests)
+    };
+    assert_eq!(run(), run());
+}
