@@ -425,8 +425,9 @@ impl Simulation {
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         p.proc.on_event(event, now, &mut actions);
+        // Any event ends a pending sleep (the process was woken by it); it asks again if it still wants one.
+        p.wake_gen += 1;
         if let Some(t) = actions.sleep_until {
-            p.wake_gen += 1;
             self.events.push(t.max(now), Ev::Wake(pid, p.wake_gen));
         }
         let exit = actions.exit;
