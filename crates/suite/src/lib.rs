@@ -1,2 +1,7 @@
-//! Benchmark suite; filled by the suite issue.
+//! # bfq-suite
+//!
+//! The benchmark suite: scenarios, benchmarks, targets, statistics and reports.
+
 #![warn(missing_docs)]
+
+pub mod stats;
