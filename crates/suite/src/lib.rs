@@ -4,4 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod result;
 pub mod stats;
+
+pub use result::RunResult;
