@@ -1,0 +1,418 @@
+//! DEADLINE (the legacy single-queue elevator, `schedulers.md` §3): per-direction sector-sorted lists and FIFOs.
+//! Requests go out in batches of ascending sectors; a batch starts from the oldest request of its direction when that
+//! request's deadline has passed, and writes get a batch after at most `writes_starved` read batches.
+//!
+//! [`DeadlineLists`] (the sorted lists, FIFOs and merging of one set of queued requests) is shared with
+//! [`mq_deadline`](crate::mq_deadline), which keeps one per priority level.
+
+use crate::device::DeviceInfo;
+use crate::merge::{absorb, IntMap, MergeIndex, MergeKind};
+use crate::scheduler::Scheduler;
+use crate::tunables::{TunableSpec, TunableValues};
+use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, Time, MS};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound::{Excluded, Unbounded};
+
+/// Default `read_expire`, in ms: a read waits at most about this long before it jumps the sector order.
+pub const DEFAULT_READ_EXPIRE_MS: i64 = 500;
+/// Default `write_expire`, in ms: writes are rarely waited for, so their deadline is ten times looser.
+pub const DEFAULT_WRITE_EXPIRE_MS: i64 = 5_000;
+/// Default `fifo_batch`, in requests: how many requests a batch sends in sector order before deadlines are checked.
+pub const DEFAULT_FIFO_BATCH: i64 = 16;
+/// Default `writes_starved`, in read batches: how many read batches may start while writes wait.
+pub const DEFAULT_WRITES_STARVED: i64 = 2;
+/// Largest accepted `read_expire` / `write_expire`, in ms (one hour): far beyond any useful deadline, and small
+/// enough that deadlines in ns never come near overflow.
+pub const MAX_EXPIRE_MS: i64 = 3_600_000;
+/// Largest accepted `fifo_batch`, in requests: longer batches are indistinguishable from pure sector order.
+pub const MAX_FIFO_BATCH: i64 = 100_000;
+/// Largest accepted `writes_starved`, in read batches: beyond this writes are effectively served only when reads
+/// run out.
+pub const MAX_WRITES_STARVED: i64 = 100_000;
+
+/// `read_expire`: the read deadline, shared with mq-deadline.
+pub(crate) const READ_EXPIRE: TunableSpec = TunableSpec::new(
+    "read_expire",
+    DEFAULT_READ_EXPIRE_MS,
+    0,
+    MAX_EXPIRE_MS,
+    "ms",
+    "a read waiting this long is served next when a batch starts",
+);
+/// `write_expire`: the write deadline, shared with mq-deadline.
+pub(crate) const WRITE_EXPIRE: TunableSpec = TunableSpec::new(
+    "write_expire",
+    DEFAULT_WRITE_EXPIRE_MS,
+    0,
+    MAX_EXPIRE_MS,
+    "ms",
+    "a write waiting this long is served next when a write batch starts",
+);
+/// `writes_starved`, shared with mq-deadline.
+pub(crate) const WRITES_STARVED: TunableSpec = TunableSpec::new(
+    "writes_starved",
+    DEFAULT_WRITES_STARVED,
+    0,
+    MAX_WRITES_STARVED,
+    "batches",
+    "read batches that may start while writes wait before a write batch is forced",
+);
+/// `fifo_batch`, shared with mq-deadline.
+pub(crate) const FIFO_BATCH: TunableSpec = TunableSpec::new(
+    "fifo_batch",
+    DEFAULT_FIFO_BATCH,
+    0,
+    MAX_FIFO_BATCH,
+    "requests",
+    "requests sent in ascending sector order before deadlines are checked again",
+);
+/// `front_merges`, shared with mq-deadline.
+pub(crate) const FRONT_MERGES: TunableSpec = TunableSpec::flag(
+    "front_merges",
+    true,
+    "also merge a request that ends where a queued one starts",
+);
+
+/// Legacy deadline's tunables, named and scaled as in sysfs.
+pub static TUNABLES: [TunableSpec; 5] = [READ_EXPIRE, WRITE_EXPIRE, WRITES_STARVED, FIFO_BATCH, FRONT_MERGES];
+
+/// Converts a millisecond tunable to [`Time`] (ns), saturating.
+pub(crate) fn ms_to_time(ms: i64) -> Time {
+    u64::try_from(ms).unwrap_or(0).saturating_mul(MS)
+}
+
+/// Converts a count tunable to `u32`, saturating.
+pub(crate) fn count(v: i64) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
+}
+
+/// FIFO position: (deadline in ns, insertion sequence number). Earlier keys are older requests.
+type FifoKey = (Time, u64);
+
+/// One queued request.
+#[derive(Debug, Clone)]
+struct Entry {
+    rq: Request,
+    /// Position in its direction's FIFO; its first element is the deadline (ns).
+    fifo: FifoKey,
+    /// Insertion time (ns) of the part whose FIFO position the request holds.
+    start: Time,
+}
+
+/// A queued request removed because it was merged into a neighbour (see [`DeadlineLists::insert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removed {
+    /// Its direction.
+    pub dir: Direction,
+    /// Its handle.
+    pub handle: u64,
+    /// Its start sector when it was removed.
+    pub sector: u64,
+}
+
+/// The queued requests of a deadline scheduler (or of one mq-deadline priority level): per direction a list sorted
+/// by start sector and a FIFO ordered by deadline, plus back and front merging through [`MergeIndex`].
+///
+/// Requests are named by handles, assigned in insertion order. Every operation is O(log n).
+#[derive(Debug, Clone, Default)]
+pub struct DeadlineLists {
+    entries: IntMap<u64, Entry>,
+    /// Per direction: (start sector, handle).
+    sorted: [BTreeSet<(u64, u64)>; 2],
+    /// Per direction: FIFO key -> handle.
+    fifo: [BTreeMap<FifoKey, u64>; 2],
+    index: MergeIndex,
+    next_seq: u64,
+    /// Inserted requests held, merged parts counted individually.
+    queued: usize,
+}
+
+impl DeadlineLists {
+    /// Empty lists.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues `rq`, inserted at `now` with a deadline `expire` ns later.
+    ///
+    /// It is merged into a queued request it extends (at the back, or at the front when `front_merges`), up to
+    /// `max_sectors` in all. A request that grew is then merged with its sector neighbour when they have become
+    /// contiguous (the next one after a back merge, the previous one after a front merge); the survivor takes the
+    /// earlier deadline and FIFO position of the two. Returns the queued request that this second merge removed.
+    pub fn insert(
+        &mut self,
+        rq: Request,
+        now: Time,
+        expire: Time,
+        front_merges: bool,
+        max_sectors: u32,
+    ) -> Option<Removed> {
+        self.queued += rq.parts();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let fifo = (now.saturating_add(expire), seq);
+        let entries = &self.entries;
+        let found = self
+            .index
+            .find(&rq, max_sectors, front_merges, |h| entries.get(&h).map(|e| &e.rq));
+        if let Some((h, kind)) = found {
+            if let Some(e) = self.entries.get_mut(&h) {
+                let d = e.rq.dir.index();
+                self.sorted[d].remove(&(e.rq.sector, h));
+                self.index.remove(h, &e.rq);
+                absorb(&mut e.rq, rq, kind);
+                self.sorted[d].insert((e.rq.sector, h));
+                self.index.add(h, &e.rq);
+                // The new request is younger than `e`, so `e` keeps its deadline and FIFO position.
+                return self.chain(h, kind, max_sectors);
+            }
+        }
+        let d = rq.dir.index();
+        self.sorted[d].insert((rq.sector, seq));
+        self.fifo[d].insert(fifo, seq);
+        self.index.add(seq, &rq);
+        self.entries.insert(seq, Entry { rq, fifo, start: now });
+        None
+    }
+
+    /// After request `h` grew at its `kind` end, merges it with the sector neighbour it now touches, if any.
+    fn chain(&mut self, h: u64, kind: MergeKind, max_sectors: u32) -> Option<Removed> {
+        let e = self.entries.get(&h)?;
+        let (d, sector, end, sync, len) = (e.rq.dir.index(), e.rq.sector, e.rq.end(), e.rq.sync, e.rq.sectors);
+        let fits = |other: &Request| u64::from(other.sectors) + u64::from(len) <= u64::from(max_sectors);
+        match kind {
+            MergeKind::Back => {
+                let (_, next) = *self.sorted[d].range((Excluded((sector, h)), Unbounded)).next()?;
+                let n = &self.entries.get(&next)?.rq;
+                (n.sector == end && n.sync == sync && fits(n)).then_some(())?;
+                self.merge_queued(h, next)
+            }
+            MergeKind::Front => {
+                let (_, prev) = *self.sorted[d].range(..(sector, h)).next_back()?;
+                let p = &self.entries.get(&prev)?.rq;
+                (p.end() == sector && p.sync == sync && fits(p)).then_some(())?;
+                self.merge_queued(prev, h)
+            }
+        }
+    }
+
+    /// Appends queued request `absorbed` to queued request `survivor` (which ends where it starts); the survivor
+    /// takes the earlier FIFO position of the two.
+    fn merge_queued(&mut self, survivor: u64, absorbed: u64) -> Option<Removed> {
+        if survivor == absorbed || !self.entries.contains_key(&survivor) {
+            return None;
+        }
+        let a = self.entries.remove(&absorbed)?;
+        let d = a.rq.dir.index();
+        self.sorted[d].remove(&(a.rq.sector, absorbed));
+        self.fifo[d].remove(&a.fifo);
+        self.index.remove(absorbed, &a.rq);
+        let removed = Removed {
+            dir: a.rq.dir,
+            handle: absorbed,
+            sector: a.rq.sector,
+        };
+        let s = self.entries.get_mut(&survivor)?;
+        self.index.remove(survivor, &s.rq);
+        if a.fifo < s.fifo {
+            self.fifo[d].remove(&s.fifo);
+            self.fifo[d].insert(a.fifo, survivor);
+            s.fifo = a.fifo;
+            s.start = a.start;
+        }
+        absorb(&mut s.rq, a.rq, MergeKind::Back);
+        self.index.add(survivor, &s.rq);
+        Some(removed)
+    }
+
+    /// Removes request `h` from the lists and returns it.
+    pub fn take(&mut self, h: u64) -> Option<Request> {
+        let e = self.entries.remove(&h)?;
+        let d = e.rq.dir.index();
+        self.sorted[d].remove(&(e.rq.sector, h));
+        self.fifo[d].remove(&e.fifo);
+        self.index.remove(h, &e.rq);
+        self.queued -= e.rq.parts();
+        Some(e.rq)
+    }
+
+    /// The first `dir` request in sector order that starts at or after `sector`.
+    pub fn first_at_or_after(&self, dir: Direction, sector: u64) -> Option<u64> {
+        self.sorted[dir.index()].range((sector, 0)..).next().map(|&(_, h)| h)
+    }
+
+    /// The `dir` request that follows, in sector order, the position of (`sector`, `h`), whether or not `h` is
+    /// still queued.
+    pub fn after(&self, dir: Direction, sector: u64, h: u64) -> Option<u64> {
+        self.sorted[dir.index()]
+            .range((Excluded((sector, h)), Unbounded))
+            .next()
+            .map(|&(_, h)| h)
+    }
+
+    /// The oldest `dir` request (the head of its FIFO).
+    pub fn fifo_head(&self, dir: Direction) -> Option<u64> {
+        self.fifo[dir.index()].values().next().copied()
+    }
+
+    /// True if the oldest `dir` request's deadline is at or before `now` (ns).
+    pub fn fifo_expired(&self, dir: Direction, now: Time) -> bool {
+        self.fifo[dir.index()]
+            .keys()
+            .next()
+            .is_some_and(|&(deadline, _)| deadline <= now)
+    }
+
+    /// Deadline (ns) of request `h`.
+    pub fn deadline(&self, h: u64) -> Option<Time> {
+        self.entries.get(&h).map(|e| e.fifo.0)
+    }
+
+    /// Insertion time (ns) of request `h`, or of the older request whose FIFO position it took over by merging.
+    pub fn start(&self, h: u64) -> Option<Time> {
+        self.entries.get(&h).map(|e| e.start)
+    }
+
+    /// True if a `dir` request is queued.
+    pub fn has(&self, dir: Direction) -> bool {
+        !self.fifo[dir.index()].is_empty()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Inserted requests held, merged parts counted individually.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+}
+
+/// Chooses the direction of a new batch (legacy deadline and mq-deadline alike): reads, unless writes are queued
+/// too and `writes_starved` read batches have already started while they waited. `starved` counts those batches.
+pub(crate) fn batch_direction(reads: bool, writes: bool, starved: &mut u32, writes_starved: u32) -> Option<Direction> {
+    if reads {
+        if writes {
+            let before = *starved;
+            *starved = starved.saturating_add(1);
+            if before >= writes_starved {
+                *starved = 0;
+                return Some(Direction::Write);
+            }
+        }
+        Some(Direction::Read)
+    } else if writes {
+        *starved = 0;
+        Some(Direction::Write)
+    } else {
+        None
+    }
+}
+
+/// The legacy deadline policy.
+#[derive(Debug, Clone)]
+pub struct Deadline {
+    lists: DeadlineLists,
+    /// Deadline per direction (ns).
+    expire: [Time; 2],
+    fifo_batch: u32,
+    writes_starved: u32,
+    front_merges: bool,
+    max_sectors: u32,
+    /// Per direction: the request after the last dispatched one in sector order (only in the last direction).
+    next: [Option<u64>; 2],
+    /// Requests sent in the current batch.
+    batching: u32,
+    /// Read batches started while writes waited.
+    starved: u32,
+}
+
+impl Deadline {
+    /// A deadline policy for `dev` with tunables `t` (see [`TUNABLES`]).
+    pub fn new(dev: &DeviceInfo, t: &TunableValues) -> Self {
+        Deadline {
+            lists: DeadlineLists::new(),
+            expire: [ms_to_time(t.get("read_expire")), ms_to_time(t.get("write_expire"))],
+            fifo_batch: count(t.get("fifo_batch")),
+            writes_starved: count(t.get("writes_starved")),
+            front_merges: t.flag("front_merges"),
+            max_sectors: dev.max_sectors.max(1),
+            next: [None; 2],
+            batching: 0,
+            starved: 0,
+        }
+    }
+
+    /// Registry constructor.
+    pub fn build(dev: &DeviceInfo, t: &TunableValues) -> Box<dyn Scheduler> {
+        Box::new(Deadline::new(dev, t))
+    }
+
+    /// Picks the next request: (direction, handle).
+    fn choose(&mut self, now: Time) -> Option<(Direction, u64)> {
+        let cont = match self.next {
+            [_, Some(h)] => Some((Direction::Write, h)),
+            [Some(h), None] => Some((Direction::Read, h)),
+            [None, None] => None,
+        };
+        if let Some(c) = cont {
+            if self.batching < self.fifo_batch {
+                return Some(c);
+            }
+        }
+        let (reads, writes) = (self.lists.has(Direction::Read), self.lists.has(Direction::Write));
+        let dir = batch_direction(reads, writes, &mut self.starved, self.writes_starved)?;
+        let h = match self.next[dir.index()] {
+            Some(h) if !self.lists.fifo_expired(dir, now) => h,
+            _ => self.lists.fifo_head(dir)?,
+        };
+        self.batching = 0;
+        Some((dir, h))
+    }
+}
+
+impl Scheduler for Deadline {
+    fn name(&self) -> &'static str {
+        "deadline"
+    }
+
+    fn flow_started(&mut self, _flow: &FlowInfo, _now: Time) {}
+
+    fn flow_exited(&mut self, _flow: FlowId, _now: Time) {}
+
+    fn insert(&mut self, rq: Request, now: Time) {
+        let expire = self.expire[rq.dir.index()];
+        if let Some(r) = self.lists.insert(rq, now, expire, self.front_merges, self.max_sectors) {
+            let d = r.dir.index();
+            if self.next[d] == Some(r.handle) {
+                self.next[d] = self.lists.after(r.dir, r.sector, r.handle);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, now: Time) -> Decision {
+        // `next` always names a queued request; the second pass only guards against a stale one.
+        for _ in 0..2 {
+            let Some((dir, h)) = self.choose(now) else {
+                return Decision::Nothing;
+            };
+            match self.lists.take(h) {
+                Some(rq) => {
+                    self.batching = self.batching.saturating_add(1);
+                    self.next[dir.index()] = self.lists.after(dir, rq.sector, h);
+                    self.next[dir.other().index()] = None;
+                    return Decision::Dispatch(rq);
+                }
+                None => self.next = [None; 2],
+            }
+        }
+        Decision::Nothing
+    }
+
+    fn completed(&mut self, _rq: &Request, _now: Time) {}
+
+    fn queued(&self) -> usize {
+        self.lists.queued()
+    }
+}
