@@ -144,8 +144,9 @@ impl MqDeadline {
             }
         };
         if let Some(limit) = aged_before {
-            if self.levels[l].start(h).map_or(true, |s| s > limit) {
-                return None;
+            match self.levels[l].start(h) {
+                Some(start) if start <= limit => {}
+                _ => return None,
             }
         }
         let rq = self.levels[l].take(h)?;
