@@ -222,3 +222,168 @@ impl Scheduler for MqDeadline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{RequestId, MS, SEC};
+
+    const RT: FlowId = FlowId(1);
+    const BE: FlowId = FlowId(2);
+    const IDLE: FlowId = FlowId(3);
+
+    fn policy_on(dev: &DeviceInfo, pairs: &[&str]) -> MqDeadline {
+        let t = TunableValues::parse("mq-deadline", &TUNABLES, dev, pairs).expect("valid tunables");
+        let mut p = MqDeadline::new(dev, &t);
+        p.flow_started(&FlowInfo::new(RT).with_class(IoClass::Rt, 0), 0);
+        p.flow_started(&FlowInfo::new(BE), 0);
+        p.flow_started(&FlowInfo::new(IDLE).with_class(IoClass::Idle, 0), 0);
+        p
+    }
+
+    fn policy(pairs: &[&str]) -> MqDeadline {
+        policy_on(&DeviceInfo::hdd(), pairs)
+    }
+
+    fn rq(id: u64, flow: FlowId, sector: u64) -> Request {
+        Request::new(RequestId(id), flow, Direction::Read, true, sector, 8)
+    }
+
+    fn next(p: &mut MqDeadline, now: Time) -> Request {
+        match p.dispatch(now) {
+            Decision::Dispatch(r) => r,
+            other => panic!("expected a dispatch at {now} ns, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rt_before_be_before_idle_and_lower_levels_wait_for_in_flight() {
+        // Inserted lowest level first and at the lowest sectors, so neither age nor position favours RT: strict
+        // priority alone orders them. A lower level also waits while a higher one still has a request on the
+        // device (Nothing, although requests are queued), and goes as soon as it completes.
+        let mut p = policy(&[]);
+        p.insert(rq(0, IDLE, 100), 0);
+        p.insert(rq(1, BE, 200), 0);
+        p.insert(rq(2, RT, 300), 0);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let r = next(&mut p, MS);
+            order.push(r.flow);
+            assert_eq!(
+                p.dispatch(MS),
+                Decision::Nothing,
+                "a lower level must wait for {:?}",
+                r.flow
+            );
+            p.completed(&r, 2 * MS);
+        }
+        assert_eq!(order, vec![RT, BE, IDLE]);
+        assert_eq!(p.queued(), 0);
+    }
+
+    #[test]
+    fn unknown_flow_counts_as_best_effort() {
+        // A flow never announced is BE: it goes after RT and before IDLE.
+        let mut p = policy(&[]);
+        p.insert(rq(0, IDLE, 100), 0);
+        p.insert(rq(1, FlowId(99), 200), 0);
+        p.insert(rq(2, RT, 300), 0);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let r = next(&mut p, MS);
+            order.push(r.id.0);
+            p.completed(&r, MS);
+        }
+        assert_eq!(order, vec![2, 1, 0]);
+    }
+
+    #[test]
+    fn aged_be_request_is_served_while_rt_keeps_arriving() {
+        // One BE read at t=0, then an RT read every millisecond, each dispatched and completed before the next one
+        // arrives, so RT always has something queued and strict priority alone would starve BE forever. At
+        // t = prio_aging_expire (10 s) the BE request is old enough and two levels are busy: it must go then, and
+        // not a millisecond before.
+        let mut p = policy(&[]);
+        p.insert(rq(0, BE, 0), 0);
+        let mut served_at = None;
+        let mut t = 0;
+        let mut id = 1;
+        while t <= 11 * SEC {
+            p.insert(rq(id, RT, id * 1000), t);
+            id += 1;
+            let r = next(&mut p, t);
+            p.completed(&r, t);
+            if r.flow == BE {
+                served_at = Some(t);
+                break;
+            }
+            t += MS;
+        }
+        assert_eq!(served_at, Some(DEFAULT_PRIO_AGING_EXPIRE_MS as Time * MS));
+    }
+
+    #[test]
+    fn aged_idle_request_goes_before_younger_be() {
+        // Aging covers IDLE too: an IDLE request older than prio_aging_expire (100 ms here) goes before a younger
+        // BE one; before it has aged, strict priority serves BE first.
+        let mut p = policy(&["prio_aging_expire=100"]);
+        p.insert(rq(0, IDLE, 500), 0);
+        p.insert(rq(1, BE, 100), 150 * MS);
+        assert_eq!(next(&mut p, 150 * MS).id.0, 0, "the aged IDLE request goes first");
+        let mut p = policy(&["prio_aging_expire=100"]);
+        p.insert(rq(0, IDLE, 500), 0);
+        p.insert(rq(1, BE, 100), 50 * MS);
+        assert_eq!(next(&mut p, 60 * MS).id.0, 1, "not aged yet: strict priority");
+    }
+
+    #[test]
+    fn batches_continue_from_the_last_position() {
+        // Within one level a batch climbs from the end of the last dispatched request (latest_pos), here 508, so
+        // the later-inserted 700 and 900 go before 100; with nothing left above, the batch wraps to 100.
+        let mut p = policy(&[]);
+        p.insert(rq(0, BE, 500), 0);
+        assert_eq!(next(&mut p, 0).sector, 500);
+        for (id, sector) in [(1, 100), (2, 900), (3, 700)] {
+            p.insert(rq(id, BE, sector), MS);
+        }
+        let order: Vec<u64> = (0..3).map(|_| next(&mut p, MS).sector).collect();
+        assert_eq!(order, vec![700, 900, 100]);
+    }
+
+    #[test]
+    fn depth_limit_caps_async_and_writes_only() {
+        // Default async_depth is nr_requests, so nothing is limited; with async_depth=16, async reads and all
+        // writes get at most 16 tags (and never more than nr_requests), sync reads always get all of them.
+        let mut dev = DeviceInfo::hdd();
+        dev.nr_requests = 256;
+        let p = policy_on(&dev, &[]);
+        assert_eq!(p.async_depth, 256);
+        for (dir, sync) in [
+            (Direction::Read, true),
+            (Direction::Read, false),
+            (Direction::Write, true),
+        ] {
+            assert_eq!(p.depth_limit(dir, sync, 256), 256);
+        }
+        let p = policy(&["async_depth=16"]);
+        assert_eq!(p.depth_limit(Direction::Read, true, 64), 64);
+        assert_eq!(p.depth_limit(Direction::Read, false, 64), 16);
+        assert_eq!(p.depth_limit(Direction::Write, true, 64), 16);
+        assert_eq!(p.depth_limit(Direction::Write, false, 64), 16);
+        assert_eq!(p.depth_limit(Direction::Write, false, 8), 8);
+    }
+
+    #[test]
+    fn merges_stay_within_a_level() {
+        // Contiguous requests of different levels are never merged; of the same level they are.
+        let mut p = policy(&[]);
+        p.insert(rq(0, BE, 100), 0);
+        p.insert(rq(1, RT, 108), 0);
+        p.insert(rq(2, BE, 108), 0);
+        let a = next(&mut p, MS);
+        assert_eq!((a.id.0, a.parts()), (1, 1));
+        p.completed(&a, MS);
+        let b = next(&mut p, MS);
+        assert_eq!((b.sector, b.sectors, b.parts()), (100, 16, 2));
+    }
+}
