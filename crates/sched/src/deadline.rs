@@ -184,13 +184,17 @@ impl DeadlineLists {
             MergeKind::Back => {
                 let (_, next) = *self.sorted[d].range((Excluded((sector, h)), Unbounded)).next()?;
                 let n = &self.entries.get(&next)?.rq;
-                (n.sector == end && n.sync == sync && fits(n)).then_some(())?;
+                if n.sector != end || n.sync != sync || !fits(n) {
+                    return None;
+                }
                 self.merge_queued(h, next)
             }
             MergeKind::Front => {
                 let (_, prev) = *self.sorted[d].range(..(sector, h)).next_back()?;
                 let p = &self.entries.get(&prev)?.rq;
-                (p.end() == sector && p.sync == sync && fits(p)).then_some(())?;
+                if p.end() != sector || p.sync != sync || !fits(p) {
+                    return None;
+                }
                 self.merge_queued(prev, h)
             }
         }
@@ -232,7 +236,7 @@ impl DeadlineLists {
         self.sorted[d].remove(&(e.rq.sector, h));
         self.fifo[d].remove(&e.fifo);
         self.index.remove(h, &e.rq);
-        self.queued -= e.rq.parts();
+        self.queued = self.queued.saturating_sub(e.rq.parts());
         Some(e.rq)
     }
 

@@ -2,9 +2,10 @@
 //!
 //! Three priority levels (RT, BE, IDLE, from the issuing flow's class) each keep their own sector-sorted lists and
 //! FIFOs ([`DeadlineLists`]); batching, direction choice and write starvation work as in legacy
-//! [`deadline`](crate::deadline), with each batch continuing from the end of the level's last dispatched request.
+//! [`deadline`](crate::deadline), with each batch continuing from the start sector of the level's last dispatched
+//! request (`latest_pos`).
 //! Levels are served in strict priority order: a level waits while a higher one has requests queued or on the
-//! device. When at least two levels have requests, a BE or IDLE request older than `prio_aging_expire` goes first,
+//! device. When at least two levels have requests (queued or on the device), a BE or IDLE request older than `prio_aging_expire` goes first,
 //! so that lower levels cannot starve. `async_depth` caps the scheduler tags held by async I/O and writes.
 //!
 //! Not modelled: the at-head dispatch list (every insert here is a normal one) and zoned-write locking.
@@ -64,7 +65,8 @@ const LEVELS: usize = 3;
 pub struct MqDeadline {
     /// Queued requests per level, indexed by [`IoClass::index`].
     levels: [DeadlineLists; LEVELS],
-    /// Per level and direction: end sector of the last dispatched request, where the next batch step looks first.
+    /// Per level and direction: start sector of the last dispatched request; a batch goes on with the first request
+    /// starting at or after it.
     latest_pos: [[u64; 2]; LEVELS],
     /// Per level: requests dispatched and not yet completed.
     in_flight: [u32; LEVELS],
@@ -124,7 +126,7 @@ impl MqDeadline {
 
     /// One dispatch attempt from level `l`: continue the batch, or start a new one (choosing the direction and
     /// checking the FIFO). With `aged_before`, the chosen request is sent only if it was inserted at or before that
-    /// time (ns); the batch state is updated either way, as the kernel does.
+    /// time (ns); the batch state (direction, count, starvation) changes either way, as in the kernel.
     fn dispatch_level(&mut self, l: usize, now: Time, aged_before: Option<Time>) -> Option<Request> {
         let lists = &self.levels[l];
         let cont = lists.first_at_or_after(self.last_dir, self.latest_pos[l][self.last_dir.index()]);
@@ -151,7 +153,7 @@ impl MqDeadline {
         }
         let rq = self.levels[l].take(h)?;
         self.batching = self.batching.saturating_add(1);
-        self.latest_pos[l][dir.index()] = rq.end();
+        self.latest_pos[l][dir.index()] = rq.sector;
         self.in_flight[l] = self.in_flight[l].saturating_add(1);
         // `l` < LEVELS, so it fits in a u8.
         self.in_flight_level.insert(rq.id.0, l as u8);
@@ -338,7 +340,7 @@ mod tests {
 
     #[test]
     fn batches_continue_from_the_last_position() {
-        // Within one level a batch climbs from the end of the last dispatched request (latest_pos), here 508, so
+        // Within one level a batch climbs from the start of the last dispatched request (latest_pos), here 500, so
         // the later-inserted 700 and 900 go before 100; with nothing left above, the batch wraps to 100.
         let mut p = policy(&[]);
         p.insert(rq(0, BE, 500), 0);
