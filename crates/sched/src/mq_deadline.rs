@@ -5,8 +5,9 @@
 //! [`deadline`](crate::deadline), with each batch continuing from the start sector of the level's last dispatched
 //! request (`latest_pos`).
 //! Levels are served in strict priority order: a level waits while a higher one has requests queued or on the
-//! device. When at least two levels have requests (queued or on the device), a BE or IDLE request older than `prio_aging_expire` goes first,
-//! so that lower levels cannot starve. `async_depth` caps the scheduler tags held by async I/O and writes.
+//! device. When at least two levels have requests (queued or on the device), a BE or IDLE request older than
+//! `prio_aging_expire` goes first, so that lower levels cannot starve. `async_depth` caps the scheduler tags held by
+//! async I/O and writes.
 //!
 //! Not modelled: the at-head dispatch list (every insert here is a normal one) and zoned-write locking.
 

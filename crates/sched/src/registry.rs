@@ -30,14 +30,14 @@ static POLICIES: &[PolicyDesc] = &[
     PolicyDesc {
         name: "deadline",
         aliases: &[],
-        summary: "legacy deadline: sector-ordered batches with per-request read/write deadlines; bounds latency, no fairness",
+        summary: "sector-ordered batches with read/write deadlines: bounded latency, no fairness",
         tunables: &crate::deadline::TUNABLES,
         build: crate::deadline::Deadline::build,
     },
     PolicyDesc {
         name: "mq-deadline",
         aliases: &[],
-        summary: "blk-mq deadline with RT/BE/IDLE priority levels and priority aging; bounded latency for multi-queue devices",
+        summary: "deadline for blk-mq with strict RT/BE/IDLE levels and priority aging",
         tunables: &crate::mq_deadline::TUNABLES,
         build: crate::mq_deadline::MqDeadline::build,
     },
