@@ -377,6 +377,16 @@ mod tests {
     }
 
     #[test]
+    fn rt_wait_bound_under_bounded_load() {
+        // The RT level is served whenever it has requests queued (strict priority; aging is pushed out of reach
+        // with prio_aging_expire at its maximum), and its batching, direction choice and write starvation are
+        // legacy deadline's. So once an RT request R is queued past its deadline, every dispatch until R's is an RT
+        // one and the legacy bound (derived in deadline's `wait_bound_under_bounded_load`) holds for RT requests,
+        // counting only RT requests ahead of R. Lower levels have no such bound without aging.
+        crate::deadline::tests::check_wait_bound("mq-deadline", &["prio_aging_expire=3600000"], Some(IoClass::Rt));
+    }
+
+    #[test]
     fn merges_stay_within_a_level() {
         // Contiguous requests of different levels are never merged; of the same level they are.
         let mut p = policy(&[]);
