@@ -582,7 +582,7 @@ pub(crate) mod tests {
             (&["read_expire=1", "write_expire=2"], 1, 2, DEFAULT_FIFO_BATCH),
         ];
         let mut exercised = 0;
-        let in_class = |c: IoClass| class.map_or(true, |k| k == c);
+        let in_class = |c: IoClass| class.is_none() || class == Some(c);
         for (tunables, read_ms, write_ms, batch) in cases {
             let (b, w) = (batch as u64, DEFAULT_WRITES_STARVED as u64);
             let expire = [ms_to_time(read_ms), ms_to_time(write_ms)];
