@@ -17,7 +17,7 @@
 use crate::device::DeviceInfo;
 use crate::registry;
 use crate::scheduler::Scheduler;
-use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, RequestId, Time, MS, SEC};
+use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, RequestId, Time, MS, SEC, US};
 use std::collections::{BTreeMap, HashMap};
 
 /// Parameters of one conformance run.
@@ -35,6 +35,11 @@ pub struct Config {
     pub max_queued: usize,
     /// Each dispatched request completes within this time after dispatch (ns).
     pub max_service: Time,
+    /// Random time steps between operations are shorter than this (ns); only jumps straight to the next completion
+    /// or to the policy's `WaitUntil` time can be longer. So a completion is noticed, and the freed tag offered to
+    /// the policy, less than `max_step` after it is due: while a policy that never waits has requests queued, it
+    /// dispatches at least once every `max_service + max_step`.
+    pub max_step: Time,
     /// Largest accepted `WaitUntil` horizon (ns).
     pub max_wait_until: Time,
     /// Share of inserts that are writes, in percent.
@@ -44,7 +49,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// 12 000 operations on `device` with the given seed: up to 16 flows, 48 queued requests, 0-4 ms service.
+    /// 12 000 operations on `device` with the given seed: up to 16 flows, 48 queued requests, 0-4 ms service, time
+    /// steps under 3 ms.
     pub fn new(seed: u64, device: DeviceInfo) -> Self {
         Config {
             seed,
@@ -53,6 +59,7 @@ impl Config {
             max_flows: 16,
             max_queued: 48,
             max_service: 4 * MS,
+            max_step: 3 * MS,
             max_wait_until: SEC,
             write_percent: 30,
             tunables: Vec::new(),
@@ -379,11 +386,14 @@ impl Harness {
 
     fn advance(&mut self) -> Result<(), String> {
         let next_done = self.in_flight.keys().next().map(|k| k.0);
+        let max_step = self.cfg.max_step.max(1);
         let step = match self.rng.below(4) {
-            0 => self.rng.below(200_000),
-            1 => self.rng.below(3 * MS),
+            0 => self.rng.below((200 * US).min(max_step)),
+            1 => self.rng.below(max_step),
             2 => next_done.map_or(0, |t| t.saturating_sub(self.now)),
-            _ => self.wakeup.map_or(self.rng.below(MS), |t| t.saturating_sub(self.now)),
+            _ => self
+                .wakeup
+                .map_or(self.rng.below(MS.min(max_step)), |t| t.saturating_sub(self.now)),
         };
         self.now += step;
         self.complete_due()

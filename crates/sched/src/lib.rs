@@ -12,9 +12,11 @@
 #![warn(missing_docs)]
 
 pub mod conformance;
+pub mod deadline;
 pub mod device;
 pub mod driver;
 pub mod merge;
+pub mod mq_deadline;
 pub mod noop;
 pub mod registry;
 pub mod scheduler;

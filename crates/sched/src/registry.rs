@@ -19,13 +19,29 @@ pub struct PolicyDesc {
     pub build: BuildFn,
 }
 
-static POLICIES: &[PolicyDesc] = &[PolicyDesc {
-    name: "noop",
-    aliases: &["none"],
-    summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
-    tunables: &crate::noop::TUNABLES,
-    build: crate::noop::Noop::build,
-}];
+static POLICIES: &[PolicyDesc] = &[
+    PolicyDesc {
+        name: "noop",
+        aliases: &["none"],
+        summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+        tunables: &crate::noop::TUNABLES,
+        build: crate::noop::Noop::build,
+    },
+    PolicyDesc {
+        name: "deadline",
+        aliases: &[],
+        summary: "sector-ordered batches with read/write deadlines: bounded latency, no fairness",
+        tunables: &crate::deadline::TUNABLES,
+        build: crate::deadline::Deadline::build,
+    },
+    PolicyDesc {
+        name: "mq-deadline",
+        aliases: &[],
+        summary: "deadline for blk-mq with strict RT/BE/IDLE levels and priority aging",
+        tunables: &crate::mq_deadline::TUNABLES,
+        build: crate::mq_deadline::MqDeadline::build,
+    },
+];
 
 /// Every registered policy, in listing order.
 pub fn policies() -> &'static [PolicyDesc] {

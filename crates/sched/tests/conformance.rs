@@ -39,3 +39,11 @@ macro_rules! conformance {
 }
 
 conformance!(noop, "noop");
+conformance!(deadline, "deadline");
+conformance!(
+    deadline_batch1_no_front_merges,
+    "deadline",
+    "fifo_batch=1",
+    "front_merges=0"
+);
+conformance!(mq_deadline, "mq-deadline");
