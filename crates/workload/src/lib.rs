@@ -15,6 +15,7 @@ pub mod fio;
 pub mod process;
 pub mod readers;
 pub mod rng;
+pub mod sync;
 pub mod writers;
 
 #[cfg(test)]
