@@ -12,10 +12,12 @@
 #![warn(missing_docs)]
 
 pub mod fio;
+pub mod noise;
 pub mod process;
 pub mod readers;
 pub mod rng;
 pub mod sync;
+pub mod video;
 pub mod writers;
 
 #[cfg(test)]
