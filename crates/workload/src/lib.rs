@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod fio;
+pub mod iozone;
 pub mod noise;
 pub mod process;
 pub mod readers;
