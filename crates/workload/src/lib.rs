@@ -15,6 +15,7 @@ pub mod fio;
 pub mod iozone;
 pub mod noise;
 pub mod process;
+pub mod profile;
 pub mod readers;
 pub mod rng;
 pub mod sync;
