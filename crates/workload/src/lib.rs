@@ -18,6 +18,7 @@ pub mod process;
 pub mod profile;
 pub mod readers;
 pub mod rng;
+pub mod startup;
 pub mod sync;
 pub mod video;
 pub mod writers;
