@@ -21,6 +21,7 @@ pub mod rng;
 pub mod startup;
 pub mod sync;
 pub mod video;
+pub mod workloads;
 pub mod writers;
 
 #[cfg(test)]
