@@ -274,12 +274,18 @@ impl Profile {
         Ok(())
     }
 
-    /// Writes the profile in the text format; [`Profile::parse`] gives it back unchanged.
+    /// Writes the profile in the text format; [`Profile::parse`] gives it back unchanged, provided names hold no
+    /// whitespace or `#` (such characters are written as `_`).
     pub fn to_text(&self) -> String {
+        fn token(name: &str) -> String {
+            name.chars()
+                .map(|c| if c.is_whitespace() || c == '#' { '_' } else { c })
+                .collect()
+        }
         let mut s = String::new();
         let _ = writeln!(s, "# bfq start-up profile, format version 1");
         if !self.name.is_empty() {
-            let _ = writeln!(s, "profile {}", self.name);
+            let _ = writeln!(s, "profile {}", token(&self.name));
         }
         let mode = match self.mode {
             IoMode::Direct => "direct",
@@ -287,11 +293,12 @@ impl Profile {
         };
         let _ = writeln!(s, "mode {mode}");
         for f in &self.files {
+            let name = token(&f.name);
             let _ = match f.placement {
-                Placement::Contiguous => writeln!(s, "file {} {} contiguous", f.name, f.size),
-                Placement::At(x) => writeln!(s, "file {} {} at {x:?}", f.name, f.size),
+                Placement::Contiguous => writeln!(s, "file {name} {} contiguous", f.size),
+                Placement::At(x) => writeln!(s, "file {name} {} at {x:?}", f.size),
                 Placement::Scattered { extent, from, to } => {
-                    writeln!(s, "file {} {} scattered {extent} {from:?} {to:?}", f.name, f.size)
+                    writeln!(s, "file {name} {} scattered {extent} {from:?} {to:?}", f.size)
                 }
             };
         }
@@ -664,6 +671,49 @@ mod tests {
         .expect("parses");
         let st = p.stats();
         assert_eq!((st.requests, st.random, st.readahead, st.bytes), (5, 4, 1, 5 * 4096));
+    }
+
+    #[test]
+    fn garbage_text_never_panics() {
+        let toks = [
+            "file",
+            "R",
+            "RA",
+            "profile",
+            "mode",
+            "direct",
+            "a",
+            "0",
+            "1",
+            "4096",
+            "-1",
+            "0.5",
+            "1e400",
+            "NaN",
+            "scattered",
+            "at",
+            "contiguous",
+            "18446744073709551615",
+            "#",
+            "\t",
+            "é",
+            "",
+        ];
+        let mut rng = stream_numbered(3, 0);
+        for _ in 0..2000 {
+            let mut text = String::from("file f 100000 contiguous\n");
+            for _ in 0..rng.gen_range(0..6) {
+                for _ in 0..rng.gen_range(0..8) {
+                    text.push_str(toks[rng.gen_range(0..toks.len())]);
+                    text.push(' ');
+                }
+                text.push('\n');
+            }
+            if let Ok(p) = Profile::parse(&text) {
+                p.validate().expect("parsed profiles are valid");
+                assert_eq!(Profile::parse(&p.to_text()), Ok(p));
+            }
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ impl Reader {
         Self::new(JobConfig::new(name, file, file_size, Pattern::Random), rng)
     }
 
-    /// Replaces the flow identity (class, priority, weight, group); the name stays the job's.
+    /// Replaces the flow identity (name, class, priority, weight, group).
     pub fn with_flow(mut self, flow: FlowSpec) -> Self {
         self.flow = flow;
         self

@@ -40,7 +40,7 @@ impl Writer {
         Self::new(cfg, rng)
     }
 
-    /// Replaces the flow identity (class, priority, weight, group).
+    /// Replaces the flow identity (name, class, priority, weight, group).
     pub fn with_flow(mut self, flow: FlowSpec) -> Self {
         self.flow = flow;
         self
