@@ -175,6 +175,31 @@ pub struct ProcessReport {
     pub frames: Option<(u64, u64)>,
     /// Errors seen.
     pub errors: u64,
+    /// Phases of a multi-phase test (e.g. iozone's write, re-write, read, re-read), in the order run; empty for
+    /// other processes.
+    pub phases: Vec<PhaseReport>,
+}
+
+/// What one phase of a multi-phase process measured.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PhaseReport {
+    /// Phase name (e.g. `write`, `rewrite`, `read`, `reread`).
+    pub name: String,
+    /// Bytes transferred in the phase.
+    pub bytes: u64,
+    /// Duration of the phase, ns: from its first operation's issue to its last operation's completion.
+    pub ns: Time,
+}
+
+impl PhaseReport {
+    /// Throughput of the phase, bytes/s (0 if it took no time).
+    pub fn bytes_per_s(&self) -> f64 {
+        if self.ns == 0 {
+            0.0
+        } else {
+            self.bytes as f64 * 1e9 / self.ns as f64
+        }
+    }
 }
 
 /// A workload process: a state machine driven by events.
