@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod anticipatory;
 pub mod conformance;
 pub mod device;
 pub mod driver;

@@ -19,13 +19,23 @@ pub struct PolicyDesc {
     pub build: BuildFn,
 }
 
-static POLICIES: &[PolicyDesc] = &[PolicyDesc {
-    name: "noop",
-    aliases: &["none"],
-    summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
-    tunables: &crate::noop::TUNABLES,
-    build: crate::noop::Noop::build,
-}];
+static POLICIES: &[PolicyDesc] = &[
+    PolicyDesc {
+        name: "noop",
+        aliases: &["none"],
+        summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+        tunables: &crate::noop::TUNABLES,
+        build: crate::noop::Noop::build,
+    },
+    PolicyDesc {
+        name: "anticipatory",
+        aliases: &["as"],
+        summary:
+            "deadline with read/write batches that briefly waits after a sync read for the same process's next one",
+        tunables: &crate::anticipatory::TUNABLES,
+        build: crate::anticipatory::Anticipatory::build,
+    },
+];
 
 /// Every registered policy, in listing order.
 pub fn policies() -> &'static [PolicyDesc] {
