@@ -15,6 +15,7 @@ pub mod anticipatory;
 pub mod conformance;
 pub mod device;
 pub mod driver;
+pub mod kyber;
 pub mod merge;
 pub mod noop;
 pub mod registry;

@@ -35,6 +35,13 @@ static POLICIES: &[PolicyDesc] = &[
         tunables: &crate::anticipatory::TUNABLES,
         build: crate::anticipatory::Anticipatory::build,
     },
+    PolicyDesc {
+        name: "kyber",
+        aliases: &[],
+        summary: "token-limited read/write domains whose depths adapt to meet read and write latency targets",
+        tunables: &crate::kyber::TUNABLES,
+        build: crate::kyber::Kyber::build,
+    },
 ];
 
 /// Every registered policy, in listing order.

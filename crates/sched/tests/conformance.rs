@@ -41,3 +41,4 @@ macro_rules! conformance {
 conformance!(noop, "noop");
 conformance!(anticipatory, "anticipatory");
 conformance!(anticipatory_no_antic, "anticipatory", "antic_expire=0");
+conformance!(kyber, "kyber");
