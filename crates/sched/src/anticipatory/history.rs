@@ -22,7 +22,7 @@ pub const YOUNG_SEEK_SLACK: u64 = 2 * 1024 * 1024;
 /// fragment or page-in far away does not destroy an otherwise small mean.
 pub const SETTLED_SEEK_SLACK: u64 = 2 * 1024 * 64;
 
-/// Half of [`FIXED_ONE`] times the decayed exit estimates: "more than 50 %" in fixed point.
+/// One half in fixed point (128 = 0.5 x [`FIXED_ONE`]): the threshold of the exit estimates ("more than 50 %").
 pub const HALF: u64 = FIXED_ONE / 2;
 
 /// Decays `old` by 7/8 and adds 1/8 of `sample` (both already in the same scale).

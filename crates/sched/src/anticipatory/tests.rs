@@ -264,3 +264,18 @@ fn fifo_expiry_serves_old_reads_across_the_elevator() {
     s.completed(&r1, 130 * MS);
     assert_eq!(dispatched(&mut s, 130 * MS).id.0, 2);
 }
+
+#[test]
+fn conformance_run_exercises_anticipation_only_when_enabled() {
+    // The randomized conformance sequence has sync readers close together and far apart: with the default
+    // antic_expire AS must have anticipated (answered WaitUntil) at least once; with antic_expire = 0 never, since
+    // batches and FIFOs alone never need a timer.
+    use crate::conformance::{run, Config};
+    let cfg = Config::new(7, DeviceInfo::hdd());
+    let report = run("anticipatory", &cfg).unwrap();
+    assert!(report.waits > 0);
+    let mut cfg = Config::new(7, DeviceInfo::hdd());
+    cfg.tunables = vec!["antic_expire=0".into()];
+    let report = run("anticipatory", &cfg).unwrap();
+    assert_eq!(report.waits, 0);
+}
