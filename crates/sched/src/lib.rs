@@ -11,10 +11,12 @@
 
 #![warn(missing_docs)]
 
+pub mod anticipatory;
 pub mod conformance;
 pub mod deadline;
 pub mod device;
 pub mod driver;
+pub mod kyber;
 pub mod merge;
 pub mod mq_deadline;
 pub mod noop;

@@ -41,6 +41,21 @@ static POLICIES: &[PolicyDesc] = &[
         tunables: &crate::mq_deadline::TUNABLES,
         build: crate::mq_deadline::MqDeadline::build,
     },
+    PolicyDesc {
+        name: "anticipatory",
+        aliases: &["as"],
+        summary:
+            "deadline with read/write batches that briefly waits after a sync read for the same process's next one",
+        tunables: &crate::anticipatory::TUNABLES,
+        build: crate::anticipatory::Anticipatory::build,
+    },
+    PolicyDesc {
+        name: "kyber",
+        aliases: &[],
+        summary: "token-limited read/write domains whose depths adapt to meet read and write latency targets",
+        tunables: &crate::kyber::TUNABLES,
+        build: crate::kyber::Kyber::build,
+    },
 ];
 
 /// Every registered policy, in listing order.

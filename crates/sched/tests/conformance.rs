@@ -47,3 +47,6 @@ conformance!(
     "front_merges=0"
 );
 conformance!(mq_deadline, "mq-deadline");
+conformance!(anticipatory, "anticipatory");
+conformance!(anticipatory_no_antic, "anticipatory", "antic_expire=0");
+conformance!(kyber, "kyber");

@@ -1,0 +1,116 @@
+//! The adaptive size of AS write batches (`schedulers.md` §4, "Write batch").
+
+use crate::types::{Time, MS};
+
+/// Smallest initial write batch, requests (2): a write batch of one request would make every switch to writes cost
+/// two direction changes for a single request.
+pub const MIN_INITIAL_WRITE_BATCH: u32 = 2;
+
+/// Smallest write batch after adaptation, requests: a write batch must be able to dispatch something.
+pub const MIN_WRITE_BATCH: u32 = 1;
+
+/// The initial write batch is `write_batch_expire` in ms (jiffies at HZ=1000) divided by this (10): AS's starting
+/// guess, adapted from then on.
+pub const WRITE_BATCH_DIVISOR: Time = 10;
+
+/// Write-batch request budget: how many async requests one write batch may dispatch, adapted so that a write batch
+/// takes about `write_batch_expire`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteBatch {
+    /// Requests a write batch may dispatch (the adaptive `write_batch_count`).
+    pub count: u32,
+    /// Requests left in the current write batch (counts down on each async dispatch).
+    pub left: u32,
+    /// The current write batch ran out of work while no reads waited: its duration says nothing about the device.
+    pub idled: bool,
+    /// When the current (or last) write batch started, ns.
+    pub started: Time,
+}
+
+impl WriteBatch {
+    /// The initial budget for a write batch time of `target` ns: `target` in ms divided by 10, at least 2 requests.
+    /// With the default 125 ms this is 12 requests.
+    pub fn new(target: Time) -> Self {
+        let count = u32::try_from(target / MS / WRITE_BATCH_DIVISOR).unwrap_or(u32::MAX);
+        let count = count.max(MIN_INITIAL_WRITE_BATCH);
+        WriteBatch {
+            count,
+            left: 0,
+            idled: false,
+            started: 0,
+        }
+    }
+
+    /// A write batch starts at `now`.
+    pub fn start(&mut self, now: Time) {
+        self.left = self.count;
+        self.idled = false;
+        self.started = now;
+    }
+
+    /// Adapts `count` when the next read batch starts at `now`, given the write batch time `target` ns:
+    /// - the batch took longer than the target (and did not go idle): halve if more than 3x the target, else -1;
+    /// - it took less and used its whole count: double if the target is more than 3x the time taken, else +1.
+    pub fn adapt(&mut self, now: Time, target: Time) {
+        let took = now.saturating_sub(self.started);
+        if took > target && !self.idled {
+            if took > target.saturating_mul(3) {
+                self.count /= 2;
+            } else {
+                self.count = self.count.saturating_sub(1);
+            }
+        } else if took < target && self.left == 0 {
+            if target > took.saturating_mul(3) {
+                self.count = self.count.saturating_mul(2);
+            } else {
+                self.count = self.count.saturating_add(1);
+            }
+        }
+        self.count = self.count.max(MIN_WRITE_BATCH);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TARGET: Time = 125 * MS;
+
+    #[test]
+    fn initial_count_is_a_tenth_of_the_batch_time_in_ms() {
+        // 125 ms -> 12 requests; 10 ms -> 1, raised to the minimum of 2.
+        assert_eq!(WriteBatch::new(TARGET).count, 12);
+        assert_eq!(WriteBatch::new(10 * MS).count, 2);
+        assert_eq!(WriteBatch::new(0).count, 2);
+    }
+
+    fn after(count: u32, left: u32, idled: bool, took: Time) -> u32 {
+        let mut w = WriteBatch::new(TARGET);
+        w.count = count;
+        w.start(1000 * MS);
+        w.left = left;
+        w.idled = idled;
+        w.adapt(1000 * MS + took, TARGET);
+        w.count
+    }
+
+    #[test]
+    fn slow_batches_shrink() {
+        // More than 3x the target (400 ms > 375 ms): halve. Between the target and 3x: one fewer.
+        assert_eq!(after(12, 0, false, 400 * MS), 6);
+        assert_eq!(after(12, 0, false, 200 * MS), 11);
+        // An idled batch's time says nothing about the device: unchanged.
+        assert_eq!(after(12, 0, true, 400 * MS), 12);
+        // Never below one request.
+        assert_eq!(after(1, 0, false, 400 * MS), 1);
+    }
+
+    #[test]
+    fn fast_full_batches_grow() {
+        // The whole count used in 40 ms (the target 125 ms > 3 * 40 ms): double. In 100 ms: one more.
+        assert_eq!(after(12, 0, false, 40 * MS), 24);
+        assert_eq!(after(12, 0, false, 100 * MS), 13);
+        // Fast but not using its count (ran out of writes): unchanged.
+        assert_eq!(after(12, 5, false, 40 * MS), 12);
+    }
+}

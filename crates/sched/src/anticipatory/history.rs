@@ -1,0 +1,217 @@
+//! Per-process I/O history for anticipation: think time and seek distance as decaying averages in fixed point, plus
+//! the scheduler-wide statistics used for processes that have no history yet (`schedulers.md` §4).
+
+use crate::types::{Time, MS};
+
+/// Fixed-point one: sample counts and totals are scaled by 256 so that the 7/8 decay keeps precision in integers.
+pub const FIXED_ONE: u64 = 256;
+
+/// Think time cap, ns (20 ms, the kernel's `MAX_THINKTIME`): a longer pause (the process slept) counts as 20 ms, so a
+/// single long sleep cannot dominate the average.
+pub const MAX_THINKTIME: Time = 20 * MS;
+
+/// Decayed sample count (fixed point) up to which a process is "young" and its seek samples get the loose clamp.
+/// 60/256 is reached after the second decayed sample, so only the first seeks of a process use the loose clamp.
+pub const YOUNG_SEEK_SAMPLES: u64 = 60;
+
+/// Slack added to `4 * mean` when clamping a young process's seek sample, sectors (2097152 = 1 GiB): early samples
+/// are allowed to be large so a process that starts far away is not mistaken for a sequential one.
+pub const YOUNG_SEEK_SLACK: u64 = 2 * 1024 * 1024;
+
+/// Slack added to `4 * mean` when clamping a settled process's seek sample, sectors (131072 = 64 MiB): an odd
+/// fragment or page-in far away does not destroy an otherwise small mean.
+pub const SETTLED_SEEK_SLACK: u64 = 2 * 1024 * 64;
+
+/// One half in fixed point (128 = 0.5 x [`FIXED_ONE`]): the threshold of the exit estimates ("more than 50 %").
+pub const HALF: u64 = FIXED_ONE / 2;
+
+/// Decays `old` by 7/8 and adds 1/8 of `sample` (both already in the same scale).
+fn ewma(old: u64, sample: u64) -> u64 {
+    (old.saturating_mul(7).saturating_add(sample)) / 8
+}
+
+/// A decaying average: `samples` and `total` are fixed point (x [`FIXED_ONE`]), `mean` is in the sample's unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Decaying {
+    /// Decayed number of samples, x 256; 0 means "no history".
+    pub samples: u64,
+    /// Decayed sum of samples, x 256.
+    pub total: u64,
+    /// Rounded mean, in the unit of the samples.
+    pub mean: u64,
+}
+
+impl Decaying {
+    /// Adds one sample (in the unit of the mean).
+    pub fn add(&mut self, sample: u64) {
+        self.samples = ewma(self.samples, FIXED_ONE);
+        self.total = ewma(self.total, sample.saturating_mul(FIXED_ONE));
+        // `samples` is at least 32 after the first update, so the division is safe; keep the guard anyway.
+        self.mean = self.total.saturating_add(self.samples / 2) / self.samples.max(1);
+    }
+}
+
+/// Scheduler-wide statistics: what a process without history is expected to do, and how processes exit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GlobalHistory {
+    /// Decayed think-time total of processes' first samples, ns x 256.
+    pub new_ttime_total: u64,
+    /// Mean think time expected of a new process, ns.
+    pub new_ttime_mean: Time,
+    /// Decayed seek total of processes' first samples, sectors x 256.
+    pub new_seek_total: u64,
+    /// Mean seek distance expected of a new process, sectors.
+    pub new_seek_mean: u64,
+    /// Estimated probability (x 256) that a process with no think-time history exits instead of issuing more I/O.
+    pub exit_prob: u64,
+    /// Estimated probability (x 256) that an exited process's anticipation is not rescued by a cooperating process.
+    pub exit_no_coop: u64,
+}
+
+impl GlobalHistory {
+    /// One more observation that a history-less process went away: raise `exit_prob`.
+    pub fn saw_exit(&mut self) {
+        self.exit_prob = ewma(self.exit_prob, FIXED_ONE);
+    }
+    /// An exited process's anticipation timed out with nobody cooperating: raise `exit_no_coop`.
+    pub fn saw_exit_without_cooperator(&mut self) {
+        self.exit_no_coop = ewma(self.exit_no_coop, FIXED_ONE);
+    }
+    /// A close request from another process rescued an exited process's anticipation: lower `exit_no_coop`.
+    pub fn saw_cooperator(&mut self) {
+        self.exit_no_coop = ewma(self.exit_no_coop, 0);
+    }
+}
+
+/// What AS knows about one process (flow).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlowHistory {
+    /// False once the process has exited.
+    pub exited: bool,
+    /// A sync request of this process has completed (think time can be measured from `last_end`).
+    pub io_running: bool,
+    /// The process has issued a sync request (seek distance can be measured from `last_pos`).
+    pub io_started: bool,
+    /// Completion time of its last sync request, ns.
+    pub last_end: Time,
+    /// End sector of its last sync request (or of a cooperating process's close request).
+    pub last_pos: u64,
+    /// Think time: from a sync completion to the next sync arrival while nothing else is outstanding, ns.
+    pub ttime: Decaying,
+    /// Seek distance between consecutive sync requests, sectors.
+    pub seek: Decaying,
+    /// Requests of this process queued in the scheduler (merged parts not counted separately).
+    pub queued: u32,
+    /// Requests of this process on the device.
+    pub in_flight: u32,
+}
+
+impl FlowHistory {
+    /// Records the arrival of a sync request `[sector, end)` at `now` in this process's history (the kernel's
+    /// `as_update_iohist`). Also used when a close request of another process cooperates with this one.
+    pub fn record_sync_arrival(&mut self, global: &mut GlobalHistory, sector: u64, end: u64, now: Time) {
+        if self.io_running || self.io_started {
+            let outstanding = self.queued + self.in_flight;
+            let think = if self.io_running && outstanding == 0 {
+                now.saturating_sub(self.last_end).min(MAX_THINKTIME)
+            } else {
+                0
+            };
+            self.add_think_time(global, think);
+            self.add_seek(global, sector.abs_diff(self.last_pos));
+        }
+        self.last_pos = end;
+        self.io_started = true;
+    }
+
+    fn add_think_time(&mut self, global: &mut GlobalHistory, think: Time) {
+        if self.ttime.samples == 0 {
+            // A process's first sample also feeds the expectation for new processes, and shows it did not exit.
+            global.new_ttime_total = ewma(global.new_ttime_total, think.saturating_mul(FIXED_ONE));
+            global.new_ttime_mean = global.new_ttime_total / FIXED_ONE;
+            global.exit_prob = ewma(global.exit_prob, 0);
+        }
+        self.ttime.add(think);
+    }
+
+    fn add_seek(&mut self, global: &mut GlobalHistory, dist: u64) {
+        if self.seek.samples == 0 {
+            global.new_seek_total = ewma(global.new_seek_total, dist.saturating_mul(FIXED_ONE));
+            global.new_seek_mean = global.new_seek_total / FIXED_ONE;
+        }
+        let slack = if self.seek.samples <= YOUNG_SEEK_SAMPLES {
+            YOUNG_SEEK_SLACK
+        } else {
+            SETTLED_SEEK_SLACK
+        };
+        let cap = self.seek.mean.saturating_mul(4).saturating_add(slack);
+        self.seek.add(dist.min(cap));
+    }
+
+    /// True if AS may forget this process: exited and nothing of it left in the scheduler or on the device.
+    pub fn idle_and_gone(&self) -> bool {
+        self.exited && self.queued == 0 && self.in_flight == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decaying_mean_converges_to_the_sample() {
+        // A constant sample gives that mean at once (first update). Later, integer decay settles the sample count
+        // at 249 instead of 256 while the total settles just below 256 * sample, which biases the mean up by under
+        // 3 %: inherent in the 7/8 fixed-point average, and harmless for comparisons with antic_expire.
+        let mut d = Decaying::default();
+        d.add(1000);
+        assert_eq!(d.mean, 1000);
+        for _ in 0..50 {
+            d.add(1000);
+            assert!((1000..=1030).contains(&d.mean), "mean {}", d.mean);
+        }
+        assert!(d.samples > 240 && d.samples <= FIXED_ONE);
+    }
+
+    #[test]
+    fn think_time_is_capped_and_only_counted_when_idle() {
+        // The first request gives no sample (no previous completion); a 50 ms pause counts as MAX_THINKTIME.
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory::default();
+        f.record_sync_arrival(&mut g, 0, 8, 0);
+        assert_eq!(f.ttime.samples, 0);
+        f.io_running = true;
+        f.last_end = 10 * MS;
+        f.record_sync_arrival(&mut g, 8, 16, 60 * MS);
+        assert_eq!(f.ttime.mean, MAX_THINKTIME);
+        assert_eq!(g.new_ttime_mean, MAX_THINKTIME / 8);
+        // With a request outstanding the sample is 0: the process did not wait for its I/O.
+        f.in_flight = 1;
+        f.record_sync_arrival(&mut g, 16, 24, 61 * MS);
+        assert!(f.ttime.mean < MAX_THINKTIME);
+    }
+
+    #[test]
+    fn seek_samples_are_clamped() {
+        // A young process's huge seek is clamped to 4*mean + 2097152 sectors; a settled one's to 4*mean + 131072.
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory {
+            io_started: true,
+            ..FlowHistory::default()
+        };
+        f.record_sync_arrival(&mut g, 1 << 40, (1 << 40) + 8, 0);
+        assert_eq!(f.seek.mean, YOUNG_SEEK_SLACK);
+        let mut s = FlowHistory {
+            io_started: true,
+            ..FlowHistory::default()
+        };
+        for i in 0..40u64 {
+            s.record_sync_arrival(&mut g, i * 8, i * 8 + 8, 0);
+        }
+        assert!(s.seek.samples > YOUNG_SEEK_SAMPLES);
+        let before = s.seek.mean;
+        s.record_sync_arrival(&mut g, 1 << 40, (1 << 40) + 8, 0);
+        // The new mean moves by about 1/8 of the clamped sample (4*mean + 131072), not by 1/8 of 2^40 sectors.
+        assert!(s.seek.mean <= before + (4 * before + SETTLED_SEEK_SLACK) / 7);
+    }
+}
