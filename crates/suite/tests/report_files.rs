@@ -216,7 +216,12 @@ fn chromium_renders_the_report() {
     });
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
     assert!(bytes.len() > 20_000, "screenshot is only {} bytes", bytes.len());
+    // For looking at the output by hand: BFQ_REPORT_SCREENSHOT=<png> keeps the screenshot, BFQ_REPORT_DIR=<dir>
+    // writes the report there too.
     if let Ok(keep) = std::env::var("BFQ_REPORT_SCREENSHOT") {
         std::fs::copy(&png, keep).unwrap();
+    }
+    if let Ok(keep) = std::env::var("BFQ_REPORT_DIR") {
+        write_all(Path::new(&keep), &results(), &meta(), &checklist()).unwrap();
     }
 }

@@ -45,7 +45,7 @@ ul.checklist li:first-child { border-top: none; }
 .detail { grid-column: 2; color: var(--muted); font-size: 0.9rem; }
 .tally { color: var(--muted); margin: -6px 0 10px; }
 nav ol { margin: 0; padding-left: 22px; }
-.chart svg { display: block; width: 100%; max-width: 800px; height: auto; margin: 0 auto 12px; }
+.chart svg { display: block; width: 100%; max-width: 960px; height: auto; margin: 0 auto 12px; }
 .table-wrap { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 0.92rem; font-variant-numeric: tabular-nums; min-width: 60%; }
 th, td { padding: 5px 12px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }

@@ -21,6 +21,9 @@ const REF_FONT: f64 = 11.0;
 /// Colour of reference lines shared by several schedulers or given by the caller.
 const REF_GREY: &str = "#444444";
 
+/// A white outline behind text, so labels stay legible over grid and reference lines.
+const HALO: &str = " stroke=\"#ffffff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";
+
 /// Colour of the timed-out "X" markers (no scheduler gets it).
 pub const X_COLOUR: &str = "#d62728";
 
@@ -276,133 +279,6 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
         escape(&y_title)
     );
 
-    // Bars.
-    let n_w = fig.workloads.len().max(1) as f64;
-    let n_s = fig.schedulers.len().max(1) as f64;
-    let cluster_w = plot_w / n_w;
-    let bar_slot = cluster_w * 0.8 / n_s;
-    let bar_w = (bar_slot * 0.9).max(1.0);
-    let rotate_labels = bar_slot < 34.0;
-    let label_size = if bar_slot < 16.0 { 9.0 } else { 11.0 };
-    let _ = writeln!(s, "<g class=\"bars\">");
-    for (i, (workload, row)) in fig.workloads.iter().zip(&fig.cells).enumerate() {
-        let x0 = left + cluster_w * i as f64 + cluster_w * 0.1;
-        for (j, (sched, cell)) in fig.schedulers.iter().zip(row).enumerate() {
-            let x = x0 + bar_slot * j as f64 + (bar_slot - bar_w) / 2.0;
-            let cx = x + bar_w / 2.0;
-            match cell {
-                Cell::Value(sum) => {
-                    let yt = ypos(sum.avg);
-                    let tip = match sum.ci99 {
-                        Some(ci) => format!(
-                            "{sched}, {workload}: {} ± {} {unit} (99% CI, n={})",
-                            value_label(sum.avg),
-                            value_label(ci),
-                            sum.n
-                        ),
-                        None => format!("{sched}, {workload}: {} {unit} (n={})", value_label(sum.avg), sum.n),
-                    };
-                    let _ = writeln!(
-                        s,
-                        "<rect class=\"bar\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
-                         width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>",
-                        escape(workload),
-                        escape(sched),
-                        c(x),
-                        c(yt),
-                        c(bar_w),
-                        c(bottom - yt),
-                        palette.colour(sched),
-                        escape(&tip)
-                    );
-                    let mut label_y = yt;
-                    if let Some(ci) = sum.ci99.filter(|ci| *ci > 0.0) {
-                        let lo = ypos(sum.avg - ci);
-                        let hi = ypos(sum.avg + ci);
-                        let cap = (bar_w * 0.35).clamp(2.0, 8.0);
-                        let _ = writeln!(
-                            s,
-                            "<path class=\"errbar\" d=\"M{} {}V{}M{} {}H{}M{} {}H{}\" stroke=\"#222\" \
-                             stroke-width=\"1.2\" fill=\"none\"/>",
-                            c(cx),
-                            c(lo),
-                            c(hi),
-                            c(cx - cap),
-                            c(hi),
-                            c(cx + cap),
-                            c(cx - cap),
-                            c(lo),
-                            c(cx + cap)
-                        );
-                        label_y = label_y.min(hi);
-                    }
-                    let text = escape(&value_label(sum.avg));
-                    if rotate_labels {
-                        let (tx, ty) = (cx + label_size * 0.35, label_y - 4.0);
-                        let _ = writeln!(
-                            s,
-                            "<text class=\"value\" x=\"{}\" y=\"{}\" font-size=\"{label_size}\" fill=\"#222\" \
-                             transform=\"rotate(-90 {} {})\">{text}</text>",
-                            c(tx),
-                            c(ty),
-                            c(tx),
-                            c(ty)
-                        );
-                    } else {
-                        let _ = writeln!(
-                            s,
-                            "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
-                             font-size=\"{label_size}\" fill=\"#222\">{text}</text>",
-                            c(cx),
-                            c(label_y - 4.0)
-                        );
-                    }
-                }
-                Cell::TimedOut { runs, timed_out } => {
-                    let _ = writeln!(
-                        s,
-                        "<text class=\"timeout\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
-                         text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\" fill=\"{X_COLOUR}\">X<title>{}, \
-                         {}: {timed_out} of {runs} runs timed out</title></text>",
-                        escape(workload),
-                        escape(sched),
-                        c(cx),
-                        c(bottom - 5.0),
-                        escape(sched),
-                        escape(workload)
-                    );
-                }
-                Cell::Missing => {}
-            }
-        }
-        let _ = writeln!(
-            s,
-            "<text class=\"workload\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" \
-             fill=\"#222\">{}</text>",
-            c(left + cluster_w * (i as f64 + 0.5)),
-            c(bottom + 18.0),
-            escape(workload)
-        );
-    }
-    let _ = writeln!(s, "</g>");
-
-    // Axes.
-    let _ = writeln!(
-        s,
-        "<path class=\"axes\" d=\"M{} {}V{}H{}\" stroke=\"#333\" fill=\"none\"/>",
-        c(left),
-        c(top),
-        c(bottom),
-        c(right)
-    );
-    let _ = writeln!(
-        s,
-        "<text class=\"x-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" \
-         fill=\"#222\">Background workload</text>",
-        c(left + plot_w / 2.0),
-        c(HEIGHT - 14.0)
-    );
-
     // Reference lines: one per distinct value (schedulers whose references print the same share a grey line),
     // labelled in the right margin with the labels pushed apart so they do not overlap.
     if !fig.references.is_empty() {
@@ -499,6 +375,133 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
         let _ = writeln!(s, "</g>");
     }
 
+    // Bars.
+    let n_w = fig.workloads.len().max(1) as f64;
+    let n_s = fig.schedulers.len().max(1) as f64;
+    let cluster_w = plot_w / n_w;
+    let bar_slot = cluster_w * 0.8 / n_s;
+    let bar_w = (bar_slot * 0.9).max(1.0);
+    let rotate_labels = bar_slot < 34.0;
+    let label_size = if bar_slot < 16.0 { 9.0 } else { 11.0 };
+    let _ = writeln!(s, "<g class=\"bars\">");
+    for (i, (workload, row)) in fig.workloads.iter().zip(&fig.cells).enumerate() {
+        let x0 = left + cluster_w * i as f64 + cluster_w * 0.1;
+        for (j, (sched, cell)) in fig.schedulers.iter().zip(row).enumerate() {
+            let x = x0 + bar_slot * j as f64 + (bar_slot - bar_w) / 2.0;
+            let cx = x + bar_w / 2.0;
+            match cell {
+                Cell::Value(sum) => {
+                    let yt = ypos(sum.avg);
+                    let tip = match sum.ci99 {
+                        Some(ci) => format!(
+                            "{sched}, {workload}: {} ± {} {unit} (99% CI, n={})",
+                            value_label(sum.avg),
+                            value_label(ci),
+                            sum.n
+                        ),
+                        None => format!("{sched}, {workload}: {} {unit} (n={})", value_label(sum.avg), sum.n),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "<rect class=\"bar\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
+                         width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>",
+                        escape(workload),
+                        escape(sched),
+                        c(x),
+                        c(yt),
+                        c(bar_w),
+                        c(bottom - yt),
+                        palette.colour(sched),
+                        escape(&tip)
+                    );
+                    let mut label_y = yt;
+                    if let Some(ci) = sum.ci99.filter(|ci| *ci > 0.0) {
+                        let lo = ypos(sum.avg - ci);
+                        let hi = ypos(sum.avg + ci);
+                        let cap = (bar_w * 0.35).clamp(2.0, 8.0);
+                        let _ = writeln!(
+                            s,
+                            "<path class=\"errbar\" d=\"M{} {}V{}M{} {}H{}M{} {}H{}\" stroke=\"#222\" \
+                             stroke-width=\"1.2\" fill=\"none\"/>",
+                            c(cx),
+                            c(lo),
+                            c(hi),
+                            c(cx - cap),
+                            c(hi),
+                            c(cx + cap),
+                            c(cx - cap),
+                            c(lo),
+                            c(cx + cap)
+                        );
+                        label_y = label_y.min(hi);
+                    }
+                    let text = escape(&value_label(sum.avg));
+                    if rotate_labels {
+                        let (tx, ty) = (cx + label_size * 0.35, label_y - 4.0);
+                        let _ = writeln!(
+                            s,
+                            "<text class=\"value\" x=\"{}\" y=\"{}\" font-size=\"{label_size}\" fill=\"#222\" \
+                             transform=\"rotate(-90 {} {})\"{HALO}>{text}</text>",
+                            c(tx),
+                            c(ty),
+                            c(tx),
+                            c(ty)
+                        );
+                    } else {
+                        let _ = writeln!(
+                            s,
+                            "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
+                             font-size=\"{label_size}\" fill=\"#222\"{HALO}>{text}</text>",
+                            c(cx),
+                            c(label_y - 4.0)
+                        );
+                    }
+                }
+                Cell::TimedOut { runs, timed_out } => {
+                    let _ = writeln!(
+                        s,
+                        "<text class=\"timeout\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
+                         text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\" fill=\"{X_COLOUR}\"{HALO}>X<title>{}, \
+                         {}: {timed_out} of {runs} runs timed out</title></text>",
+                        escape(workload),
+                        escape(sched),
+                        c(cx),
+                        c(bottom - 5.0),
+                        escape(sched),
+                        escape(workload)
+                    );
+                }
+                Cell::Missing => {}
+            }
+        }
+        let _ = writeln!(
+            s,
+            "<text class=\"workload\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" \
+             fill=\"#222\">{}</text>",
+            c(left + cluster_w * (i as f64 + 0.5)),
+            c(bottom + 18.0),
+            escape(workload)
+        );
+    }
+    let _ = writeln!(s, "</g>");
+
+    // Axes.
+    let _ = writeln!(
+        s,
+        "<path class=\"axes\" d=\"M{} {}V{}H{}\" stroke=\"#333\" fill=\"none\"/>",
+        c(left),
+        c(top),
+        c(bottom),
+        c(right)
+    );
+    let _ = writeln!(
+        s,
+        "<text class=\"x-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" \
+         fill=\"#222\">Background workload</text>",
+        c(left + plot_w / 2.0),
+        c(HEIGHT - 14.0)
+    );
+
     if fig.workloads.is_empty() || fig.schedulers.is_empty() {
         let _ = writeln!(
             s,
@@ -593,7 +596,7 @@ mod tests {
         let startup = &svgs[0];
         assert_eq!(startup.matches("class=\"bar\"").count(), 11);
         assert_eq!(startup.matches("class=\"timeout\"").count(), 1);
-        assert!(startup.contains(&format!("fill=\"{X_COLOUR}\">X<title>")));
+        assert!(startup.contains(&format!("fill=\"{X_COLOUR}\"{HALO}>X<title>")));
         assert_eq!(startup.matches("class=\"value\"").count(), 11);
         assert_eq!(startup.matches("class=\"errbar\"").count(), 11);
     }
