@@ -4,8 +4,10 @@
 use bfq_suite::report::{figures, write_all, ChecklistItem, ReportMeta};
 use bfq_suite::RunResult;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 fn run(benchmark: &str, app: Option<&str>, scheduler: &str, workload: &str, rep: u32) -> RunResult {
     // Deterministic pseudo-measurements that differ by scheduler, workload and repetition.
@@ -176,8 +178,10 @@ fn chromium() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-fn screenshot(browser: &Path, html: &Path, png: &Path, profile: &Path) -> std::process::Output {
-    Command::new(browser)
+/// Runs headless Chromium to take a screenshot; gives up (killing that child) after two minutes. Returns
+/// Chromium's stderr for diagnostics.
+fn screenshot(browser: &Path, html: &Path, png: &Path, profile: &Path) -> String {
+    let mut child = Command::new(browser)
         .args([
             "--headless",
             "--no-sandbox",
@@ -193,8 +197,30 @@ fn screenshot(browser: &Path, html: &Path, png: &Path, profile: &Path) -> std::p
         .arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1200,2000")
         .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium runs")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("chromium starts");
+    // Drain stderr on a thread so a chatty Chromium cannot block on a full pipe.
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = stderr.read_to_string(&mut err);
+        err
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match child.try_wait().expect("waiting for chromium") {
+            Some(_) => break,
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("chromium did not finish within 120 s");
+            }
+            None => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    reader.join().unwrap_or_default()
 }
 
 #[test]
@@ -207,13 +233,8 @@ fn chromium_renders_the_report() {
     write_all(dir.path(), &results(), &meta(), &checklist()).unwrap();
     let profile = tempfile::tempdir().unwrap();
     let png = dir.path().join("report.png");
-    let out = screenshot(&browser, &dir.path().join("report.html"), &png, profile.path());
-    let bytes = std::fs::read(&png).unwrap_or_else(|e| {
-        panic!(
-            "no screenshot ({e}); chromium said: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let stderr = screenshot(&browser, &dir.path().join("report.html"), &png, profile.path());
+    let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot ({e}); chromium said: {stderr}"));
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
     assert!(bytes.len() > 20_000, "screenshot is only {} bytes", bytes.len());
     // For looking at the output by hand: BFQ_REPORT_SCREENSHOT=<png> keeps the screenshot, BFQ_REPORT_DIR=<dir>

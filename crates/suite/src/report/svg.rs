@@ -228,10 +228,13 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
     let mut data_max = 0.0f64;
     for cell in fig.cells.iter().flatten() {
         if let Cell::Value(sum) = cell {
-            data_max = data_max.max(sum.avg).max(sum.avg + sum.ci99.unwrap_or(0.0));
+            let top = sum.avg + sum.ci99.unwrap_or(0.0);
+            if top.is_finite() {
+                data_max = data_max.max(sum.avg).max(top);
+            }
         }
     }
-    for r in &fig.references {
+    for r in fig.references.iter().filter(|r| r.value.is_finite()) {
         data_max = data_max.max(r.value);
     }
     let y_max = if data_max > 0.0 && data_max.is_finite() {
@@ -281,9 +284,9 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
 
     // Reference lines: one per distinct value (schedulers whose references print the same share a grey line),
     // labelled in the right margin with the labels pushed apart so they do not overlap.
-    if !fig.references.is_empty() {
+    if fig.references.iter().any(|r| r.value.is_finite()) {
         let mut groups: Vec<(String, Vec<&Reference>)> = Vec::new();
-        for r in &fig.references {
+        for r in fig.references.iter().filter(|r| r.value.is_finite()) {
             let key = value_label(r.value);
             match groups.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, members)) => members.push(r),
@@ -390,7 +393,7 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
             let x = x0 + bar_slot * j as f64 + (bar_slot - bar_w) / 2.0;
             let cx = x + bar_w / 2.0;
             match cell {
-                Cell::Value(sum) => {
+                Cell::Value(sum) if sum.avg.is_finite() => {
                     let yt = ypos(sum.avg);
                     let tip = match sum.ci99 {
                         Some(ci) => format!(
@@ -471,7 +474,7 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
                         escape(workload)
                     );
                 }
-                Cell::Missing => {}
+                Cell::Value(_) | Cell::Missing => {}
             }
         }
         let _ = writeln!(
@@ -661,6 +664,20 @@ mod tests {
         check_well_formed(&svg).unwrap();
         assert!(svg.contains("a&lt;b") && svg.contains("c&amp;d") && svg.contains("e&quot;f"));
         assert!(svg.contains("rotate(-90"));
+    }
+
+    #[test]
+    fn non_finite_values_draw_no_bar() {
+        let results = vec![
+            run("throughput", "bfq", "1r-seq", 0, f64::NAN),
+            run("throughput", "cfq", "1r-seq", 0, 50.0),
+            run("throughput", "bfq", "10r-seq", 0, f64::INFINITY),
+        ];
+        let figs = figures(&results, &ReportMeta::default());
+        let svg = bar_chart(&figs[0], &Palette::for_figures(&figs));
+        check_well_formed(&svg).unwrap();
+        assert_eq!(svg.matches("class=\"bar\"").count(), 1);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
     }
 
     #[test]
