@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod report;
 pub mod result;
 pub mod stats;
 

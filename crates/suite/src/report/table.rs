@@ -1,0 +1,264 @@
+//! Text tables: S-compatible `*-table.txt` files, S's `result_list.txt` lines, and a human-readable summary with
+//! confidence intervals.
+
+use super::{Cell, Figure, Quantity, ReportMeta};
+use crate::stats::CI_FORMULA;
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+/// A value with two decimals, as S's tables print it.
+pub fn format_value(value: f64) -> String {
+    format!("{value:.2}")
+}
+
+/// A number without a needless fraction: `60` for 60.0, `2.5` for 2.5.
+fn format_plain(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        format!("{value}")
+    }
+}
+
+/// The cell as an S table prints it: the average with two decimals, `X` on a timeout, `-` when missing.
+pub fn cell_text(cell: &Cell) -> String {
+    match cell {
+        Cell::Value(s) => format_value(s.avg),
+        Cell::TimedOut { .. } => "X".to_string(),
+        Cell::Missing => "-".to_string(),
+    }
+}
+
+/// The cell with its interval: `1.23 ± 0.45 (n=3)`, `1.23 (n=1)`, `X (1/2 timed out)` or `-`.
+pub fn cell_text_with_ci(cell: &Cell) -> String {
+    match cell {
+        Cell::Value(s) => match s.ci99 {
+            Some(ci) => format!("{} ± {} (n={})", format_value(s.avg), format_value(ci), s.n),
+            None => format!("{} (n={})", format_value(s.avg), s.n),
+        },
+        Cell::TimedOut { runs, timed_out } => format!("X ({timed_out}/{runs} timed out)"),
+        Cell::Missing => "-".to_string(),
+    }
+}
+
+/// What X means in a figure's cells.
+pub fn x_meaning(fig: &Figure, meta: &ReportMeta) -> String {
+    match fig.benchmark.as_str() {
+        "startup" => format!(
+            "the application did not start up in {} seconds",
+            format_plain(meta.startup_timeout_s)
+        ),
+        "throughput" => "the workloads did not stop when asked to".to_string(),
+        _ => "a run timed out".to_string(),
+    }
+}
+
+/// The quantity with its unit, e.g. `start-up time [s]`.
+pub fn quantity_with_unit(fig: &Figure) -> String {
+    match fig.unit() {
+        "" => fig.quantity.name(),
+        unit => format!("{} [{unit}]", fig.quantity.name()),
+    }
+}
+
+/// The reference-case explanation of a figure.
+pub fn reference_text(fig: &Figure, meta: &ReportMeta) -> String {
+    let given = fig.app.as_ref().and_then(|a| meta.startup_reference_s.get(a));
+    match (&fig.quantity, &fig.reference_workload, given) {
+        (Quantity::StartupTime, _, Some(v)) => {
+            format!("idle device, given reference start-up time {} s", format_value(*v))
+        }
+        (Quantity::StartupTime, Some(w), None) => {
+            format!("{w} (no background workload): each scheduler's idle-device start-up time")
+        }
+        (Quantity::StartupTime, None, None) => "0r-seq (idle device), not measured in these runs".to_string(),
+        (Quantity::AggregateThroughput, Some(w), _) => {
+            format!("{w} (one sequential reader): the throughput one sync reader gets from the device")
+        }
+        (Quantity::AggregateThroughput, None, _) if fig.benchmark == "throughput" => {
+            "1r-seq (one sequential reader), not measured in these runs".to_string()
+        }
+        _ => "none".to_string(),
+    }
+}
+
+/// The S-style `*-table.txt` of a figure: a comment header, then `# Workload  <schedulers>` and one row per
+/// workload with two-decimal averages, `X` on a timeout and `-` for a missing combination.
+pub fn s_table(fig: &Figure, meta: &ReportMeta) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {}", fig.title);
+    let _ = writeln!(out, "# First column: Workload");
+    let _ = writeln!(
+        out,
+        "# Next columns: {}, or X if {}",
+        quantity_with_unit(fig),
+        x_meaning(fig, meta)
+    );
+    if fig.cells.iter().flatten().any(|c| matches!(c, Cell::Missing)) {
+        let _ = writeln!(out, "# A '-' marks a workload a scheduler was not run with");
+    }
+    let _ = writeln!(out, "# Reference case: {}", reference_text(fig, meta));
+    let _ = writeln!(out, "# Workload  {}", fig.schedulers.join(" "));
+    for (workload, row) in fig.workloads.iter().zip(&fig.cells) {
+        let values: Vec<String> = row.iter().map(cell_text).collect();
+        let _ = writeln!(out, "  {workload}  {}", values.join(" "));
+    }
+    out
+}
+
+/// S's `result_list.txt`: one line per (figure, workload, scheduler),
+/// `<name>--<workload>--<scheduler> pass <min> <max> <avg> <std> <unit>`, or `... fail` when a repetition
+/// timed out. The name is [`Figure::list_name`], followed by `@<target>` when the results span several targets.
+pub fn result_list(figs: &[Figure]) -> String {
+    let targets: BTreeSet<(&str, &str)> = figs.iter().map(|f| (f.target.as_str(), f.device.as_str())).collect();
+    let mut out = String::new();
+    for fig in figs {
+        let mut name = fig.list_name();
+        if targets.len() > 1 {
+            name.push('@');
+            name.push_str(&fig.target);
+        }
+        for (workload, row) in fig.workloads.iter().zip(&fig.cells) {
+            for (sched, cell) in fig.schedulers.iter().zip(row) {
+                match cell {
+                    Cell::Value(s) => {
+                        let _ = write!(
+                            out,
+                            "{name}--{workload}--{sched} pass {} {} {} {}",
+                            format_value(s.min),
+                            format_value(s.max),
+                            format_value(s.avg),
+                            format_value(s.std)
+                        );
+                        if !fig.unit().is_empty() {
+                            let _ = write!(out, " {}", fig.unit());
+                        }
+                        out.push('\n');
+                    }
+                    Cell::TimedOut { .. } => {
+                        let _ = writeln!(out, "{name}--{workload}--{sched} fail");
+                    }
+                    Cell::Missing => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pads `text` with spaces to `width` characters.
+fn pad(text: &str, width: usize) -> String {
+    let len = text.chars().count();
+    let mut s = text.to_string();
+    s.extend(std::iter::repeat_n(' ', width.saturating_sub(len)));
+    s
+}
+
+/// A human-readable summary of every figure: average ± 99% confidence half-width and the number of
+/// repetitions per cell, in aligned columns, with the interval's formula ([`CI_FORMULA`]) in the header.
+pub fn summary_table(figs: &[Figure]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Summary over repetitions: avg ± half-width of the 99% confidence interval (n runs)"
+    );
+    let _ = writeln!(out, "{CI_FORMULA}");
+    let _ = writeln!(out, "X: a repetition timed out; -: not run");
+    for fig in figs {
+        out.push('\n');
+        let _ = writeln!(out, "{} [{}]", fig.title, fig.unit());
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let mut header = vec!["workload".to_string()];
+        header.extend(fig.schedulers.iter().cloned());
+        rows.push(header);
+        for (workload, row) in fig.workloads.iter().zip(&fig.cells) {
+            let mut line = vec![workload.clone()];
+            line.extend(row.iter().map(cell_text_with_ci));
+            rows.push(line);
+        }
+        let columns = rows[0].len();
+        let widths: Vec<usize> = (0..columns)
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for row in &rows {
+            let cells: Vec<String> = row.iter().zip(&widths).map(|(t, w)| pad(t, *w)).collect();
+            let _ = writeln!(out, "  {}", cells.join("   ").trim_end());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::figures;
+    use crate::report::testdata::sample_results;
+
+    #[test]
+    fn s_table_has_header_x_cells_and_s_row_order() {
+        let figs = figures(&sample_results(), &ReportMeta::default());
+        let t = s_table(&figs[0], &ReportMeta::default());
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "# Start-up time of xterm on sim:seagate-hdd");
+        assert_eq!(lines[1], "# First column: Workload");
+        assert_eq!(
+            lines[2],
+            "# Next columns: start-up time [s], or X if the application did not start up in 60 seconds"
+        );
+        assert!(lines[3].starts_with("# Reference case: 0r0w"), "{}", lines[3]);
+        assert_eq!(lines[4], "# Workload  bfq cfq deadline");
+        assert_eq!(lines[5], "  0r0w  0.22 0.23 0.21");
+        assert!(lines[6].starts_with("  10r-seq  0.46 "), "{}", lines[6]);
+        assert!(
+            lines[7].starts_with("  10r-rand  ") && lines[7].ends_with(" X"),
+            "{}",
+            lines[7]
+        );
+        assert!(lines[8].starts_with("  5r5w-seq  "));
+        assert_eq!(lines.len(), 9);
+    }
+
+    #[test]
+    fn throughput_table_names_its_reference_and_x() {
+        let figs = figures(&sample_results(), &ReportMeta::default());
+        let t = s_table(&figs[2], &ReportMeta::default());
+        assert!(t.contains("# Next columns: aggregate throughput [MB/s], or X if the workloads did not stop"));
+        assert!(t.contains("# Reference case: 1r-seq"));
+        let rows: Vec<&str> = t.lines().filter(|l| !l.starts_with('#')).collect();
+        let order: Vec<&str> = rows.iter().map(|l| l.split_whitespace().next().unwrap()).collect();
+        assert_eq!(order, ["1r-seq", "10r-seq", "10r-rand", "5r5w-seq", "5r5w-rand"]);
+    }
+
+    #[test]
+    fn result_list_lines() {
+        let figs = figures(&sample_results(), &ReportMeta::default());
+        let list = result_list(&figs);
+        assert!(
+            list.contains("\nthroughput--10r-seq--bfq pass 96.53 98.50 97.52 1.39 MB/s\n"),
+            "{list}"
+        );
+        assert!(list.contains("\nstartup-xterm--10r-rand--deadline fail\n"));
+        assert!(list.starts_with("startup-xterm--0r0w--bfq pass "));
+        assert!(list.contains("\nstartup-xterm-throughput--0r0w--bfq pass "));
+        assert_eq!(list.lines().count(), 12 + 12 + 15);
+    }
+
+    #[test]
+    fn summary_table_names_the_interval() {
+        let figs = figures(&sample_results(), &ReportMeta::default());
+        let s = summary_table(&figs);
+        assert!(s.contains(CI_FORMULA));
+        assert!(s.contains("X (1/2 timed out)"));
+        assert!(s.contains("0.46 ± "));
+    }
+
+    #[test]
+    fn timeout_is_configurable() {
+        let figs = figures(&sample_results(), &ReportMeta::default());
+        let meta = ReportMeta {
+            startup_timeout_s: 120.0,
+            ..ReportMeta::default()
+        };
+        assert!(s_table(&figs[0], &meta).contains("did not start up in 120 seconds"));
+    }
+}
