@@ -420,6 +420,94 @@ mod tests {
         assert!(preset("nope").is_none());
     }
 
+    /// Drives every preset with random requests (odd sizes, beyond capacity, reads and writes, idle gaps) and
+    /// checks the device contract: every tag completes exactly once, never before it was submitted, completions come
+    /// in time order, a completion is always available at `next_completion()`, and the same run gives the same
+    /// completions.
+    #[test]
+    fn every_preset_keeps_the_device_contract() {
+        use crate::device::testutil::Lcg;
+        use crate::device::DevRequest;
+        use bfq_sched::Direction;
+        for name in preset_names() {
+            let run = || {
+                let mut dev = preset(name).unwrap().build();
+                let info = dev.info();
+                let mut rng = Lcg::new(42);
+                let mut t = 0u64;
+                let mut outstanding = std::collections::HashMap::new();
+                let mut log = Vec::new();
+                let mut next_tag = 0u64;
+                for _ in 0..3000 {
+                    let can_submit = (outstanding.len() as u32) < info.queue_depth;
+                    if can_submit && (outstanding.is_empty() || rng.below(2) == 0) {
+                        // Arrivals with idle gaps up to 20 ms now and then.
+                        t += if rng.below(10) == 0 {
+                            rng.below(20_000_000)
+                        } else {
+                            rng.below(50_000)
+                        };
+                        if let Some(c) = dev.next_completion() {
+                            if c <= t {
+                                t = c;
+                            }
+                        }
+                        let dir = if rng.below(3) == 0 {
+                            Direction::Write
+                        } else {
+                            Direction::Read
+                        };
+                        let sector = match rng.below(4) {
+                            0 => rng.below(info.capacity_sectors + 10_000),
+                            1 => next_tag * 64,
+                            _ => rng.below(info.capacity_sectors),
+                        };
+                        let sectors = rng.below(info.max_sectors as u64 + 1) as u32;
+                        next_tag += 1;
+                        outstanding.insert(next_tag, t);
+                        dev.submit(
+                            DevRequest {
+                                tag: next_tag,
+                                dir,
+                                sector,
+                                sectors,
+                            },
+                            t,
+                        );
+                    } else {
+                        let c = dev
+                            .next_completion()
+                            .expect("outstanding requests but no next completion");
+                        assert!(c >= t, "{name}: completion {c} in the past (now {t})");
+                        t = c;
+                        let tag = dev
+                            .pop_completion(t)
+                            .unwrap_or_else(|| panic!("{name}: nothing at {t}"));
+                        let sub = outstanding
+                            .remove(&tag)
+                            .unwrap_or_else(|| panic!("{name}: tag {tag} twice"));
+                        assert!(sub <= t);
+                        log.push((t, tag));
+                    }
+                }
+                while let Some(c) = dev.next_completion() {
+                    assert!(c >= t);
+                    t = c;
+                    let tag = dev.pop_completion(t).unwrap();
+                    assert!(outstanding.remove(&tag).is_some());
+                    log.push((t, tag));
+                }
+                assert!(
+                    outstanding.is_empty(),
+                    "{name}: {} requests never completed",
+                    outstanding.len()
+                );
+                log
+            };
+            assert_eq!(run(), run(), "{name} is not deterministic");
+        }
+    }
+
     #[test]
     fn shipped_toml_files_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("devices");

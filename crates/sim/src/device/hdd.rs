@@ -1070,3 +1070,34 @@ mod tests {
         assert_eq!(run(), run());
     }
 }
+
+#[cfg(test)]
+mod fit_report {
+    /// Prints the fitted geometry and seek curve of the disk presets (run with `--ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn print_fits() {
+        for name in ["seagate-hdd", "hitachi-hdd", "toshiba-1.8-hdd"] {
+            if let Some(crate::device::DeviceConfig::Hdd(c)) = crate::device::preset(name) {
+                let d = super::Hdd::new(&c);
+                let s = d.seek_curve();
+                println!(
+                    "{name}: {} cylinders, spt {:?}, rev {} ns; seek a={:.4} b={:.5} c={:.4} e={:.3e} boundary={:.0} \
+                     t(1)={:.3} t(B)={:.3} t(D)={:.3} mean={:.3} ms",
+                    d.cylinders(),
+                    d.spt_range(),
+                    d.revolution_ns(),
+                    s.a_ms,
+                    s.b_ms,
+                    s.c_ms,
+                    s.e_ms,
+                    s.boundary,
+                    s.time_ms(1),
+                    s.time_ms(s.boundary as u32),
+                    s.time_ms(s.max_distance),
+                    s.mean_random_ms()
+                );
+            }
+        }
+    }
+}

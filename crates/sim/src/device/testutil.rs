@@ -170,3 +170,86 @@ pub(crate) fn closed_loop(
         elapsed,
     }
 }
+
+/// Headline figures of every preset (run with `--ignored --nocapture`); the numbers quoted in docs/DEVICES.md.
+#[test]
+#[ignore]
+fn headline_report() {
+    use super::config::{preset, preset_names};
+    for name in preset_names() {
+        let cfg = preset(name).unwrap();
+        let cap = cfg.build().info().capacity_sectors;
+        let qd = cfg.build().info().queue_depth.min(32);
+        let rnd = |seed: u64, dir: Direction| {
+            let mut rng = Lcg::new(seed);
+            move |_| (dir, rng.below(cap / 8) * 8, 8u32)
+        };
+        let n_rand = if cfg.build().info().rotational { 2_000 } else { 20_000 };
+        let r1 = closed_loop(cfg.build().as_mut(), 1, n_rand, rnd(1, Direction::Read));
+        let rq = closed_loop(cfg.build().as_mut(), qd, n_rand, rnd(2, Direction::Read));
+        let s = closed_loop(cfg.build().as_mut(), qd, 4_000, |i| (Direction::Read, i * 256, 256));
+        let si = closed_loop(cfg.build().as_mut(), qd, 2_000, |i| {
+            (Direction::Read, cap - 600_000 + i * 256, 256)
+        });
+        let w = closed_loop(cfg.build().as_mut(), qd, 20_000, |i| (Direction::Write, i * 256, 256));
+        let rw1 = closed_loop(cfg.build().as_mut(), 1, 100, rnd(3, Direction::Write));
+        let rwq = closed_loop(
+            cfg.build().as_mut(),
+            qd,
+            if n_rand > 2000 { 20_000 } else { 300 },
+            rnd(4, Direction::Write),
+        );
+        println!(
+            "{name:18} 4K rand read QD1 {:8.0} IOPS ({:7.1} us) QD{qd} {:8.0} IOPS | seq 128K read outer {:7.1} inner {:7.1} MB/s | seq write {:7.1} MB/s | 4K rand write QD1 {:8.1} QD{qd} {:8.1} IOPS",
+            r1.iops,
+            r1.mean_latency as f64 / 1e3,
+            rq.iops,
+            s.mb_s,
+            si.mb_s,
+            w.mb_s,
+            rw1.iops,
+            rwq.iops
+        );
+    }
+}
+
+/// Rough speed of the NVMe model alone (run with `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn nvme_speed_probe() {
+    let mut d = super::config::preset("nvme").unwrap().build();
+    let mut rng = Lcg::new(1);
+    let start = std::time::Instant::now();
+    let n = 5_000_000u64;
+    let mut t = 0;
+    for tag in 0..32 {
+        d.submit(
+            DevRequest {
+                tag,
+                dir: Direction::Read,
+                sector: rng.below(1 << 30) * 8,
+                sectors: 8,
+            },
+            0,
+        );
+    }
+    for tag in 32..n {
+        t = d.next_completion().unwrap();
+        d.pop_completion(t).unwrap();
+        d.submit(
+            DevRequest {
+                tag,
+                dir: Direction::Read,
+                sector: rng.below(1 << 30) * 8,
+                sectors: 8,
+            },
+            t,
+        );
+    }
+    let el = start.elapsed().as_secs_f64();
+    println!(
+        "nvme model: {:.1} M requests/s (virtual {} ms)",
+        n as f64 / el / 1e6,
+        t / 1_000_000
+    );
+}
