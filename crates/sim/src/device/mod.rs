@@ -33,3 +33,54 @@ pub trait Device: Send {
     /// Removes and returns the tag of the earliest completion at or before `now` (ties in submission order).
     fn pop_completion(&mut self, now: Time) -> Option<u64>;
 }
+
+pub mod config;
+pub mod flash;
+pub mod hdd;
+pub mod nvme;
+pub mod raid1;
+pub mod ssd;
+#[cfg(test)]
+pub(crate) mod testutil;
+
+pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError};
+pub use flash::{Flash, FlashConfig};
+pub use hdd::{Hdd, HddConfig, SeekCurve};
+pub use nvme::{Nvme, NvmeConfig};
+pub use raid1::{Raid1, Raid1Config};
+pub use ssd::{SataSsd, SsdConfig};
+
+/// Picoseconds to move one 512-byte sector at `mb_per_s` (10^6 bytes per second). Used for link and media rates.
+pub(crate) fn ps_per_sector(mb_per_s: f64) -> u64 {
+    if mb_per_s.is_finite() && mb_per_s > 0.0 {
+        (512.0e6 / mb_per_s).round().max(1.0) as u64
+    } else {
+        // An invalid rate (rejected by validation) degrades to 1 MB/s rather than panicking.
+        512_000_000
+    }
+}
+
+/// Nanoseconds to move `sectors` sectors at `ps_per_sector` picoseconds each.
+#[inline]
+pub(crate) fn xfer_ns(sectors: u64, ps_per_sector: u64) -> Time {
+    ((sectors as u128 * ps_per_sector as u128) / 1000) as Time
+}
+
+/// Milliseconds or microseconds (as configured, f64) to integer nanoseconds; negative or non-finite values give 0.
+pub(crate) fn f64_ns(value: f64, ns_per_unit: f64) -> Time {
+    let v = value * ns_per_unit;
+    if v.is_finite() && v > 0.0 {
+        v.round() as Time
+    } else {
+        0
+    }
+}
+
+/// Clamps a request to the device: the start to the last sector, the length to at least 1 and to the end.
+#[inline]
+pub(crate) fn clamp_request(sector: u64, sectors: u32, capacity: u64) -> (u64, u64) {
+    let cap = capacity.max(1);
+    let start = sector.min(cap - 1);
+    let len = (sectors.max(1) as u64).min(cap - start);
+    (start, len)
+}
