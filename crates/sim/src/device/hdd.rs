@@ -1053,6 +1053,33 @@ mod tests {
     }
 
     #[test]
+    fn edge_configurations_do_not_panic() {
+        // No read cache, one zone, one head, no write cache, tiny capacity, no NCQ; then the opposite extremes.
+        let mut small = seagate();
+        small.cache_segments = 0;
+        small.zones = 1;
+        small.heads = 1;
+        small.write_cache_kib = 0;
+        small.capacity_sectors = 2048;
+        small.queue_depth = 1;
+        small.head_switch_ms = 0.0;
+        let mut big = seagate();
+        big.zones = 1000;
+        big.heads = 64;
+        big.segment_kib = 1;
+        big.write_cache_kib = 4;
+        for cfg in [small, big] {
+            let mut d = Hdd::new(&cfg);
+            let mut rng = Lcg::new(1);
+            let r = closed_loop(&mut d, 4, 2000, |i| {
+                let dir = if i % 2 == 0 { Direction::Write } else { Direction::Read };
+                (dir, rng.below(cfg.capacity_sectors + 50), rng.below(2000) as u32)
+            });
+            assert!(r.iops > 0.0);
+        }
+    }
+
+    #[test]
     fn deterministic_and_handles_out_of_range() {
         let cfg = seagate();
         let run = || {

@@ -3,6 +3,12 @@
 //! A device accepts up to `info().queue_depth` requests at once, services them in whatever order its firmware would
 //! (NCQ reordering, SSD parallelism, ...), and reports completions in time order. Models are deterministic: the same
 //! submissions at the same times give the same completions.
+//!
+//! Models: [`Hdd`] (zoned disk with seek curve, rotation, caches and NCQ), [`Raid1`] (md-like mirror pair),
+//! [`SataSsd`] (parallel units, link cap, stream-favouring internal queue), [`Flash`] (microSD / eMMC, one command at
+//! a time), [`Nvme`]. Build one from a preset name or a TOML file with [`resolve`] and [`DeviceConfig::build`];
+//! parameters and their sources are in `docs/DEVICES.md`. For every model `next_completion` is exact: popping at
+//! the time it returns yields a tag.
 
 use bfq_sched::{DeviceInfo, Direction, Time};
 

@@ -101,16 +101,12 @@ impl Raid1 {
             return i;
         }
         let dist = |i: usize| self.head_pos[i].abs_diff(sector);
-        let idle: Vec<usize> = (0..2).filter(|&i| self.pending[i] == 0).collect();
-        match idle.len() {
-            1 => idle[0],
-            _ => {
-                if dist(1) < dist(0) {
-                    1
-                } else {
-                    0
-                }
-            }
+        let nearer = if dist(1) < dist(0) { 1 } else { 0 };
+        match (self.pending[0] == 0, self.pending[1] == 0) {
+            (true, false) => 0,
+            (false, true) => 1,
+            // Both idle or both busy: the nearer head.
+            _ => nearer,
         }
     }
 
