@@ -492,6 +492,18 @@ impl Hdd {
         }
     }
 
+    /// Valid start of segment `i` at time `t`: a running readahead overwrites the segment as a ring, so only the
+    /// last `seg_cap` sectors before its frontier stay cached.
+    #[inline]
+    fn seg_start(&self, i: usize, t: Time) -> u64 {
+        match &self.stream {
+            Some(s) if s.seg == i => self.segments[i]
+                .start
+                .max(self.stream_frontier(s, t).saturating_sub(self.seg_cap)),
+            _ => self.segments[i].start,
+        }
+    }
+
     /// Head position (cylinder, head) at `t`.
     #[inline]
     fn head_at(&self, t: Time) -> (u32, u32) {
@@ -535,9 +547,8 @@ impl Hdd {
         let iface = xfer_ns(op.sectors, self.iface_ps);
         if op.dir == Direction::Read {
             if let Some(s) = &self.stream {
-                let seg = &self.segments[s.seg];
                 let running = t < self.stream_time(s, s.limit);
-                if running && op.sector >= seg.start && op.sector <= self.stream_frontier(s, t) {
+                if running && op.sector >= self.seg_start(s.seg, t) && op.sector <= self.stream_frontier(s, t) {
                     let end = (t + ovh + iface).max(self.stream_time(s, op_end));
                     return Plan {
                         end,
@@ -547,9 +558,8 @@ impl Hdd {
                 }
             }
             for i in 0..self.segments.len() {
-                let seg = &self.segments[i];
                 let vend = self.seg_end(i, t);
-                if op.sector >= seg.start && op.sector < vend {
+                if op.sector >= self.seg_start(i, t) && op.sector < vend {
                     if op_end <= vend {
                         return Plan {
                             end: t + ovh + iface,
@@ -889,6 +899,25 @@ mod tests {
         assert!((outer / cfg.outer_mb_s - 1.0).abs() < 0.03);
         let ratio = outer / inner;
         assert!(ratio > 1.7 && ratio < 2.3, "outer/inner = {ratio}");
+    }
+
+    #[test]
+    fn rereading_a_long_stream_goes_back_to_the_media() {
+        // A readahead stream keeps only the last segment's worth of sectors behind its frontier. After streaming
+        // 64 MiB (far more than one 1 MiB segment), reading the start again must come from the platter at the
+        // media rate, not from the cache at the interface rate.
+        let cfg = seagate();
+        let media = Hdd::new(&cfg).media_rate_bytes_per_s(0) / 1e6;
+        let span = 64u64 << 11; // 64 MiB in sectors
+        let mut d = Hdd::new(&cfg);
+        let r = closed_loop(&mut d, 1, 2 * (span / 256), |i| {
+            (Direction::Read, (i * 256) % span, 256)
+        });
+        assert!(
+            r.mb_s < media * 1.02,
+            "two passes ran at {} MB/s, above the media rate {media}",
+            r.mb_s
+        );
     }
 
     #[test]
