@@ -469,6 +469,11 @@ impl Simulation {
             Op::Read { file, offset, len, .. } | Op::Write { file, offset, len, .. } => (file, offset, len),
             Op::Fsync { file } => (file, 0, 0),
             Op::Sync => (0, 0, 0),
+            Op::Invalidate { file } => {
+                // Advisory and immediate; no completion is delivered. The file's readahead state restarts too.
+                self.cache.drop_file_clean(file);
+                return;
+            }
         };
         if !matches!(op, Op::Sync) {
             let Some(layout) = self.files.get(file as usize) else {
@@ -564,6 +569,7 @@ impl Simulation {
                 self.wait_for_writeback(opid, Some(file));
                 self.finish_op_if_ready(opid);
             }
+            Op::Invalidate { .. } => {}
             Op::Sync => {
                 let opid = self.ops.insert(OpState {
                     pid,

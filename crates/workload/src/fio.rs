@@ -75,6 +75,9 @@ pub struct JobConfig {
     pub limit: Limit,
     /// Call `fsync` on the file at the end of each loop (writers; fio `end_fsync` per loop).
     pub fsync_each_loop: bool,
+    /// Drop the file's cached pages before each new pass (fio `invalidate=1`, which S sets), so that later passes
+    /// read from the device rather than from memory.
+    pub invalidate: bool,
 }
 
 impl JobConfig {
@@ -91,6 +94,7 @@ impl JobConfig {
             rate: None,
             limit: Limit::Forever,
             fsync_each_loop: false,
+            invalidate: true,
         }
     }
 }
@@ -114,6 +118,8 @@ pub(crate) struct Job {
     ops_per_loop: u64,
     loop_ops_issued: u64,
     loops_done: u64,
+    /// A new pass started and the file's cache should be dropped before its first operation.
+    invalidate_pending: bool,
     issued_bytes: u64,
     outstanding: u32,
     next_tag: u64,
@@ -139,6 +145,7 @@ impl Job {
             ops_per_loop,
             loop_ops_issued: 0,
             loops_done: 0,
+            invalidate_pending: false,
             issued_bytes: 0,
             outstanding: 0,
             next_tag: 1,
@@ -248,6 +255,7 @@ impl Job {
                     self.phase = Phase::Running;
                     self.loops_done += 1;
                     self.loop_ops_issued = 0;
+                    self.invalidate_pending = self.cfg.invalidate;
                 }
             }
         }
@@ -276,6 +284,7 @@ impl Job {
                 }
                 self.loops_done += 1;
                 self.loop_ops_issued = 0;
+                self.invalidate_pending = self.cfg.invalidate;
             }
             if self.exhausted(now) {
                 if self.outstanding == 0 {
@@ -296,6 +305,9 @@ impl Job {
                     out.sleep_until = Some(wake);
                     return;
                 }
+            }
+            if std::mem::take(&mut self.invalidate_pending) {
+                out.issue(self.tag(), Op::Invalidate { file: self.cfg.file });
             }
             let op = self.next_op();
             if let Op::Read { len, .. } | Op::Write { len, .. } = op {

@@ -276,6 +276,7 @@ mod tests {
                 Op::Read { .. } => 'r',
                 Op::Fsync { .. } => 'f',
                 Op::Sync => 's',
+                Op::Invalidate { .. } => 'i',
             })
             .collect();
         assert_eq!(kinds, "wwwwfwwwwfrrrrrrrr");

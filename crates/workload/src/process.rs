@@ -79,6 +79,12 @@ pub enum Op {
     },
     /// Write back every dirty page of the system and wait (the `sync` command).
     Sync,
+    /// Drop the file's clean pages from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`, what fio's
+    /// `invalidate=1` does before each pass). Advisory: it takes effect at once and no completion is delivered.
+    Invalidate {
+        /// File.
+        file: FileId,
+    },
 }
 
 /// Why an operation failed.

@@ -50,7 +50,7 @@ impl Exec {
     fn latency(&self, op: &Op) -> (u64, u64) {
         match op {
             Op::Read { len, .. } | Op::Write { len, .. } => (self.base_ns + self.ns_per_byte * len, *len),
-            Op::Fsync { .. } | Op::Sync => (self.base_ns, 0),
+            Op::Fsync { .. } | Op::Sync | Op::Invalidate { .. } => (self.base_ns, 0),
         }
     }
 
@@ -68,6 +68,11 @@ impl Exec {
             p.on_event(event, now, &mut out);
             generation += 1; // any event cancels the previous sleep
             for (tag, op) in out.ops.drain(..) {
+                if let Op::Invalidate { .. } = op {
+                    // Advisory: takes effect at once, no completion.
+                    self.issued.push(Issued { time: now, tag, op });
+                    continue;
+                }
                 let (lat, bytes) = self.latency(&op);
                 self.issued.push(Issued { time: now, tag, op });
                 outstanding += 1;

@@ -242,6 +242,15 @@ impl PageCache {
         }
     }
 
+    /// Drops `file`'s clean pages (`POSIX_FADV_DONTNEED`); dirty and in-flight pages stay.
+    pub fn drop_file_clean(&mut self, file: u32) {
+        for p in 0..self.pages(file) {
+            if self.state(file, p) == PageState::Clean {
+                self.set(file, p, PageState::Absent);
+            }
+        }
+    }
+
     /// When `file` was first dirtied, if it has dirty pages.
     pub fn dirtied_at(&self, file: u32) -> Option<Time> {
         self.files.get(file as usize).and_then(|f| f.dirtied_at)
