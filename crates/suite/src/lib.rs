@@ -6,6 +6,7 @@
 
 pub mod report;
 pub mod result;
+pub mod scenario;
 pub mod stats;
 
 pub use result::RunResult;

@@ -26,7 +26,9 @@ impl Era {
         match s {
             "paper" => Ok(Era::Paper),
             "current" => Ok(Era::Current),
-            _ => Err(ScenarioError::Invalid(format!("unknown profile '{s}': use paper or current"))),
+            _ => Err(ScenarioError::Invalid(format!(
+                "unknown profile '{s}': use paper or current"
+            ))),
         }
     }
     /// Name as accepted by [`Era::parse`].
