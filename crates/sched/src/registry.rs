@@ -19,13 +19,22 @@ pub struct PolicyDesc {
     pub build: BuildFn,
 }
 
-static POLICIES: &[PolicyDesc] = &[PolicyDesc {
-    name: "noop",
-    aliases: &["none"],
-    summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
-    tunables: &crate::noop::TUNABLES,
-    build: crate::noop::Noop::build,
-}];
+static POLICIES: &[PolicyDesc] = &[
+    PolicyDesc {
+        name: "noop",
+        aliases: &["none"],
+        summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+        tunables: &crate::noop::TUNABLES,
+        build: crate::noop::Noop::build,
+    },
+    PolicyDesc {
+        name: "cfq",
+        aliases: &[],
+        summary: "Completely Fair Queueing: per-process time slices by class and priority, idling for sync readers",
+        tunables: &crate::cfq::TUNABLES,
+        build: crate::cfq::Cfq::build,
+    },
+];
 
 /// Every registered policy, in listing order.
 pub fn policies() -> &'static [PolicyDesc] {

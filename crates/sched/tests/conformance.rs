@@ -39,3 +39,6 @@ macro_rules! conformance {
 }
 
 conformance!(noop, "noop");
+conformance!(cfq, "cfq");
+conformance!(cfq_no_slice_idle, "cfq", "slice_idle=0");
+conformance!(cfq_no_low_latency, "cfq", "low_latency=0");
