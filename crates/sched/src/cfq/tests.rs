@@ -31,6 +31,8 @@ struct Reader {
     flow: FlowId,
     next: u64,
     sectors: u32,
+    /// Distance between the starts of consecutive requests (sectors).
+    stride: u64,
     depth: u32,
     sync: bool,
     start: Time,
@@ -48,6 +50,7 @@ impl Reader {
             flow: FlowId(flow),
             next: sector,
             sectors: 256,
+            stride: 256,
             depth: 1,
             sync: true,
             start: 0,
@@ -116,7 +119,7 @@ impl Sim {
                 let dir = if r.sync { Direction::Read } else { Direction::Write };
                 let rq = Request::new(RequestId(self.next_id), r.flow, dir, r.sync, r.next, r.sectors);
                 self.next_id += 1;
-                r.next += u64::from(r.sectors);
+                r.next += r.stride;
                 r.outstanding += 1;
                 r.issued += 1;
                 self.cfq.insert(rq, self.now);
@@ -517,4 +520,105 @@ fn groups_share_time_by_weight() {
     let (t_child, _) = sim.usage(2, end);
     let ratio = t_root as f64 / t_child as f64;
     assert!((1.8..=2.2).contains(&ratio), "root/child time ratio {ratio}");
+}
+
+// An async queue used up its dispatch allowance: with another queue busy it expires after
+// 2*slice_async_rq*(8-prio) dispatches in a slot: 16 at priority 4, 32 at priority 0.
+#[test]
+fn async_queue_expires_after_its_dispatch_allowance() {
+    let mut c = cfq(&DeviceInfo::hdd(), &[]);
+    c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Be, 0), 0);
+    for i in 0..100 {
+        c.insert(rq(i, 1, 1000 + i * 100, false), 0);
+        c.insert(rq(1000 + i, 2, 900_000_000 + i * 100, false), 0);
+    }
+    // (flow, dispatches) of each slot, a slot ending when no queue is active after a dispatch.
+    let mut slots: Vec<(u32, usize)> = Vec::new();
+    let mut n = 0;
+    while let Some(r) = dispatched(&mut c, 0) {
+        n += 1;
+        c.completed(&r, 0);
+        if c.active.is_none() {
+            slots.push((r.flow.0, n));
+            n = 0;
+        }
+    }
+    assert_eq!(slots[0], (1, 16));
+    assert_eq!(slots[1], (2, 32));
+}
+
+// A sync request preempts an async queue in service.
+#[test]
+fn sync_preempts_async() {
+    let mut c = cfq(&DeviceInfo::hdd(), &[]);
+    for i in 0..10 {
+        c.insert(rq(i, 1, 1000 + i * 100, false), 0);
+    }
+    let w = dispatched(&mut c, 0).unwrap();
+    assert_eq!(w.flow, FlowId(1));
+    c.insert(rq(50, 2, 900_000_000, true), MS);
+    c.completed(&w, 2 * MS);
+    assert_eq!(dispatched(&mut c, 2 * MS).unwrap().flow, FlowId(2));
+}
+
+// IOPS mode (slice_idle=0 on a queueing SSD): groups are charged by dispatches, not time. The root group (weight
+// 1000) reads 2 ms requests in the inner zone, a child group (500) 1 ms requests in the outer zone, both deep.
+// In IOPS mode the root gets about twice the child's requests (so four times its time); in time mode
+// (slice_idle=8: no idling on the SSD, but no IOPS mode either) about twice its time, hence equal requests.
+#[test]
+fn iops_mode_charges_groups_by_dispatches() {
+    for (tunables, iops) in [(&[][..], true), (&["slice_idle=8"][..], false)] {
+        // Deeper than the device (32 tags), so the queues never empty and the groups stay busy.
+        // (A gap between requests keeps them from merging.)
+        let mut root = Reader::new(1, INNER_ZONE);
+        root.depth = 64;
+        root.stride = 512;
+        let mut child = Reader::new(2, 0);
+        child.depth = 64;
+        child.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::ssd(), tunables, 32, zoned, vec![root, child]);
+        sim.start_flow(FlowInfo::new(FlowId(2)).with_group(GroupId(1)));
+        let end = 10 * SEC;
+        sim.run(end);
+        assert_eq!(sim.cfq.iops_mode(), iops);
+        let (t_root, s_root) = sim.usage(1, end);
+        let (t_child, s_child) = sim.usage(2, end);
+        let (time, reqs) = (t_root as f64 / t_child as f64, s_root as f64 / s_child as f64);
+        if iops {
+            assert!(
+                (1.8..=2.2).contains(&reqs),
+                "IOPS mode: request ratio {reqs}, time ratio {time}"
+            );
+        } else {
+            assert!(
+                (1.8..=2.2).contains(&time),
+                "time mode: time ratio {time}, request ratio {reqs}"
+            );
+        }
+    }
+}
+
+// Cooperating processes: two readers interleave 256-sector chunks of one file (each alone skips 256 sectors, not
+// seeky). When one empties, the other's next request is right at the head, so CFQ switches to it instead of
+// idling and schedules a merge, which happens at the next request: both then use one shared queue. When the
+// shared queue turns seeky it is split again at the next requests.
+#[test]
+fn cooperating_queues_merge_and_split() {
+    let mut a = Reader::new(1, 0);
+    a.stride = 512;
+    let mut b = Reader::new(2, 256);
+    b.stride = 512;
+    let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+    sim.run(500 * MS);
+    let qa = sim.cfq.flows[&FlowId(1)].sync_q;
+    let qb = sim.cfq.flows[&FlowId(2)].sync_q;
+    assert!(qa.is_some() && qa == qb, "not merged: {qa:?} {qb:?}");
+    assert!(sim.cfq.queues[qa.unwrap() as usize].coop);
+    for r in &mut sim.readers {
+        r.stride = 40_000_000;
+    }
+    sim.run(3 * SEC);
+    let qa = sim.cfq.flows[&FlowId(1)].sync_q;
+    let qb = sim.cfq.flows[&FlowId(2)].sync_q;
+    assert_ne!(qa, qb, "not split");
 }
