@@ -167,9 +167,18 @@ impl Cfq {
         g
     }
 
-    fn ensure_flow(&mut self, flow: FlowId, now: Time) {
+    /// The group, class and priority of `flow`, registering an unknown flow with defaults.
+    fn flow_params(&mut self, flow: FlowId, now: Time) -> (u32, IoClass, u8) {
         if !self.flows.contains_key(&flow) {
             self.start_flow(&FlowInfo::new(flow), now);
+        }
+        match self.flows.get(&flow) {
+            Some(c) => (c.group, c.info.class, c.info.prio),
+            None => (
+                self.group_for(GroupId(0), now),
+                IoClass::Be,
+                crate::types::DEFAULT_IOPRIO,
+            ),
         }
     }
 
@@ -234,13 +243,15 @@ impl Cfq {
         self.maybe_free(q);
     }
 
-    /// The sync queue of `flow`, splitting a shared queue that became seeky and following a pending merge.
-    fn sync_queue_for(&mut self, flow: FlowId) -> u32 {
-        let Some(ctx) = self.flows.get(&flow) else {
-            return 0;
-        };
-        let (group, class, prio) = (ctx.group, ctx.info.class, ctx.info.prio);
-        let mut q = match ctx.sync_q {
+    /// The sync queue of `flow` (in `group`, of `class` and `prio`), splitting a shared queue that became seeky
+    /// and following a pending merge.
+    fn sync_queue_for(&mut self, flow: FlowId, group: u32, class: IoClass, prio: u8) -> u32 {
+        let existing = self
+            .flows
+            .get(&flow)
+            .and_then(|c| c.sync_q)
+            .filter(|&q| self.queues.get(q as usize).is_some_and(|q| q.live));
+        let mut q = match existing {
             Some(q) => q,
             None => self.new_sync_queue(flow, group, class, prio),
         };
@@ -262,22 +273,20 @@ impl Cfq {
         q
     }
 
-    fn async_queue_for(&mut self, flow: FlowId) -> u32 {
-        let Some(ctx) = self.flows.get(&flow) else {
-            return 0;
-        };
-        let (g, class, prio) = (ctx.group as usize, ctx.info.class, ctx.info.prio.min(7));
+    /// The shared async queue of (`group`, `class`, `prio`).
+    fn async_queue_for(&mut self, group: u32, class: IoClass, prio: u8) -> u32 {
+        let (g, prio) = (group as usize, usize::from(prio.min(7)));
         let existing = match class {
             IoClass::Idle => self.groups[g].idle_async,
-            c => self.groups[g].async_queues[c.index()][usize::from(prio)],
+            c => self.groups[g].async_queues[c.index()][prio],
         };
         if let Some(q) = existing {
             return q;
         }
-        let q = self.alloc_queue(false, class, prio, g as u32);
+        let q = self.alloc_queue(false, class, prio as u8, group);
         match class {
             IoClass::Idle => self.groups[g].idle_async = Some(q),
-            c => self.groups[g].async_queues[c.index()][usize::from(prio)] = Some(q),
+            c => self.groups[g].async_queues[c.index()][prio] = Some(q),
         }
         q
     }
@@ -304,9 +313,11 @@ impl Cfq {
         }
     }
 
-    fn merge_into(&mut self, q: u32, h: u32, rq: Request, kind: MergeKind) {
+    /// Merges `rq` into queued request slot `h` of queue `q`; gives `rq` back if the slot is empty (which the
+    /// merge index rules out).
+    fn merge_into(&mut self, q: u32, h: u32, rq: Request, kind: MergeKind) -> Option<Request> {
         let Some(stored) = self.rqs.get_mut(h as usize).and_then(|s| s.as_mut()) else {
-            return;
+            return Some(rq);
         };
         let queue = &mut self.queues[q as usize];
         let old_key = (stored.rq.sector, stored.rq.id.0);
@@ -326,6 +337,7 @@ impl Cfq {
                 self.queues[q as usize].next_rq = Some(best);
             }
         }
+        None
     }
 
     fn add_request(&mut self, q: u32, rq: Request, now: Time) -> u32 {
@@ -497,11 +509,11 @@ impl Scheduler for Cfq {
     fn insert(&mut self, rq: Request, now: Time) {
         self.run_idle_timer(now);
         let flow = rq.flow;
-        self.ensure_flow(flow, now);
+        let (group, class, prio) = self.flow_params(flow, now);
         let q = if rq.sync {
-            self.sync_queue_for(flow)
+            self.sync_queue_for(flow, group, class, prio)
         } else {
-            self.async_queue_for(flow)
+            self.async_queue_for(group, class, prio)
         };
         self.queued_parts += rq.parts();
         let found = {
@@ -510,12 +522,13 @@ impl Scheduler for Cfq {
                 rqs.get(usize::try_from(h).ok()?)?.as_ref().map(|s| &s.rq)
             })
         };
-        if let Some((h, kind)) = found {
-            if let Ok(h) = u32::try_from(h) {
-                self.merge_into(q, h, rq, kind);
-                return;
-            }
-        }
+        let rq = match found.and_then(|(h, kind)| Some((u32::try_from(h).ok()?, kind))) {
+            Some((h, kind)) => match self.merge_into(q, h, rq, kind) {
+                None => return,
+                Some(rq) => rq,
+            },
+            None => rq,
+        };
         let h = self.add_request(q, rq, now);
         self.rq_enqueued(q, flow, h, now);
     }

@@ -15,6 +15,12 @@ pub const BASE_PRIO: i64 = 4;
 /// Shortest workload slice: 2 ms (two jiffies at HZ=1000), so a workload is never chosen for nothing.
 pub const MIN_WORKLOAD_SLICE: Time = 2 * MS;
 
+/// `a * b / c` without overflow (saturating at `u64::MAX`; `c` of 0 counts as 1).
+pub fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    let v = u128::from(a) * u128::from(b) / u128::from(c.max(1));
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
 /// `base + base/5 * (4 - prio)` with base `slice_sync` or `slice_async` (ns).
 pub fn prio_slice(p: &Params, sync: bool, prio: u8) -> Time {
     let base = p.slice[usize::from(sync)];
@@ -35,8 +41,8 @@ pub fn scaled_slice(p: &Params, sync: bool, prio: u8, iq: u32, group_slice: Time
     if expect <= group_slice {
         return slice;
     }
-    let low = slice.min(2 * p.slice_idle * slice / sync_slice);
-    (slice * group_slice / expect).max(low).max(1)
+    let low = slice.min(mul_div(p.slice_idle.saturating_mul(2), slice, sync_slice));
+    mul_div(slice, group_slice, expect).max(low).max(1)
 }
 
 /// The workload slice of `wl` in `class` of group `g` (ns), with `busy_queues` busy in all groups: the group's slice split in proportion to the queues
@@ -48,12 +54,12 @@ pub fn workload_slice(p: &Params, g: &Group, tree: &GroupTree, class: IoClass, w
     let denom = u64::from(g.busy_avg[class.index()])
         .max(g.busy_in_class(class) as u64)
         .max(1);
-    let mut slice = group_slice * count as u64 / denom;
+    let mut slice = mul_div(group_slice, count as u64, denom);
     if wl == Workload::Async {
-        let cap = p.target_latency * g.busy_async() as u64 / u64::from(busy_queues.max(1));
-        slice = slice.min(cap) * p.slice[0] / p.slice[1];
+        let cap = mul_div(p.target_latency, g.busy_async() as u64, u64::from(busy_queues));
+        slice = mul_div(slice.min(cap), p.slice[0], p.slice[1]);
     } else {
-        slice = slice.max(2 * p.slice_idle);
+        slice = slice.max(p.slice_idle.saturating_mul(2));
     }
     slice.max(MIN_WORKLOAD_SLICE)
 }

@@ -622,3 +622,78 @@ fn cooperating_queues_merge_and_split() {
     let qb = sim.cfq.flows[&FlowId(2)].sync_q;
     assert_ne!(qa, qb, "not split");
 }
+
+/// CFQ wrapped so that a conformance run fails if the liveness guard ever has to force a dispatch.
+struct Guarded(Cfq);
+
+impl Scheduler for Guarded {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+        self.0.flow_started(flow, now);
+    }
+    fn flow_exited(&mut self, flow: FlowId, now: Time) {
+        self.0.flow_exited(flow, now);
+    }
+    fn insert(&mut self, rq: Request, now: Time) {
+        self.0.insert(rq, now);
+    }
+    fn dispatch(&mut self, now: Time) -> Decision {
+        let d = self.0.dispatch(now);
+        assert_eq!(self.0.forced, 0, "liveness guard used at {now}");
+        d
+    }
+    fn completed(&mut self, rq: &Request, now: Time) {
+        self.0.completed(rq, now);
+    }
+    fn queued(&self) -> usize {
+        self.0.queued()
+    }
+}
+
+// The randomized conformance sequence with extreme tunables (every limit at an end of its range) on both device
+// kinds: no panic or overflow, every request served once, idle waits within the 1 s bound, and the liveness guard
+// never needed (every hold-back has a request on the device or a timer to end it).
+#[test]
+fn conformance_with_extreme_tunables_never_needs_the_guard() {
+    let sets: [&[&str]; 4] = [
+        &[],
+        &["slice_idle=0", "group_idle=0"],
+        &[
+            "quantum=1",
+            "fifo_expire_sync=0",
+            "fifo_expire_async=0",
+            "back_seek_max=0",
+            "slice_sync=1",
+            "slice_async=1",
+            "slice_async_rq=1",
+            "slice_idle=1000",
+            "group_idle=1000",
+            "target_latency=1",
+        ],
+        &[
+            "quantum=1024",
+            "fifo_expire_sync=100000",
+            "back_seek_max=1073741824",
+            "back_seek_penalty=1000",
+            "slice_sync=10000",
+            "slice_async=10000",
+            "slice_async_rq=1000",
+            "target_latency=100000",
+            "low_latency=0",
+        ],
+    ];
+    for tunables in sets {
+        for dev in [DeviceInfo::hdd(), DeviceInfo::ssd()] {
+            for seed in [7, 8] {
+                let mut cfg = crate::conformance::Config::new(seed, dev.clone());
+                cfg.tunables = tunables.iter().map(|s| s.to_string()).collect();
+                let policy = Box::new(Guarded(cfq(&dev, tunables)));
+                let report = crate::conformance::run_policy(policy, &cfg)
+                    .unwrap_or_else(|e| panic!("{tunables:?} on {}: {e}", dev.name));
+                assert!(report.records.len() > 1000);
+            }
+        }
+    }
+}
