@@ -13,6 +13,20 @@
 //!   cooperating queues; [`ncq`]: NCQ detection.
 //!
 //! Time is kept in ns; where the kernel counts one jiffy, 1 ms (HZ=1000) is used.
+//!
+//! Where this departs from the kernel (v4.2-era `cfq-iosched.c` as summarised in `schedulers.md`):
+//! - groups are flat children of the root; the root competes with weight 1000, every other group with the default
+//!   500 ([`crate::types::FlowInfo`] has no group weight); a group's share is computed over the busy groups when it
+//!   is charged rather than cached when it becomes busy;
+//! - there is no REQ_NOIDLE flag on [`Request`], so that idle-window rule does not apply;
+//! - a dispatch from the active queue cancels its idle timer (the kernel lets it run on); the idle timer is
+//!   processed at its own deadline on the next call;
+//! - the close-cooperator search scans the group's sync trees for the same class and priority and takes the
+//!   nearest next request within 8192 sectors of the head (the kernel looks up neighbours in a per-priority tree);
+//! - an async-only group is charged at least the time used when its slot ended before the slice was set (the
+//!   kernel charges the allocated slice, which is still 0 then);
+//! - the idle timer is never armed on a non-rotational queueing device, per `schedulers.md` (the kernel still
+//!   arms `group_idle` there when it is set).
 
 mod coop;
 mod dispatch;

@@ -697,3 +697,33 @@ fn conformance_with_extreme_tunables_never_needs_the_guard() {
         }
     }
 }
+
+// Service-tree idling: seeky readers (every request 10 M sectors from the last) lose their idle window and go to
+// the SYNC_NOIDLE tree. Two of them are served back to back without idling (when one empties the tree still holds
+// the other), but a lone one, the last queue on its tree, is still idled for. (A background writer keeps
+// requests queued, so idling shows as WaitUntil answers.)
+#[test]
+fn sync_noidle_tree_idles_only_for_its_last_queue() {
+    for (n, expect_idle) in [(2u32, false), (1, true)] {
+        let mut readers: Vec<Reader> = (0..n)
+            .map(|i| {
+                let mut r = Reader::new(i, u64::from(i) * 7_000_000);
+                r.stride = 10_000_000 + u64::from(i) * 1000;
+                r
+            })
+            .collect();
+        let mut writer = Reader::new(9, 1_900_000_000);
+        writer.sync = false;
+        readers.push(writer);
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        sim.run(300 * MS);
+        for i in 0..n {
+            let q = sim.cfq.flows[&FlowId(i)].sync_q.unwrap() as usize;
+            assert!(sim.cfq.queues[q].seeky() && !sim.cfq.queues[q].idle_window);
+            assert_eq!(sim.cfq.queues[q].workload(), Workload::SyncNoIdle);
+        }
+        let before = sim.waits;
+        sim.run(600 * MS);
+        assert_eq!(sim.waits > before, expect_idle, "{n} seeky readers");
+    }
+}
