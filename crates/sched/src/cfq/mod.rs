@@ -7,7 +7,7 @@
 //! - [`tunables`]: sysfs tunables and their values in ns;
 //! - [`queue`]: a queue, its requests and slice state; [`elevator`]: the back-seek request choice;
 //! - [`service_tree`]: queues ordered by `rb_key`; [`group`]: groups on the vdisktime tree;
-//! - [`slice`]: slice lengths, low-latency scaling and workload slices;
+//! - [`slice`](mod@slice): slice lengths, low-latency scaling and workload slices;
 //! - [`idle`]: think time, seekiness and idle-window rules;
 //! - `dispatch`: queue selection, `cfq_may_dispatch` limits, expiry; `preempt`: preemption; `coop`:
 //!   cooperating queues; [`ncq`]: NCQ detection.
