@@ -4,6 +4,7 @@
 //! time on every call and never reads a clock, so the same code runs in the simulator's virtual time and in the
 //! engine's real time.
 //!
+//! - [`cfq`]: Completely Fair Queueing.
 //! - [`types`]: time, flow and request types.
 //! - [`scheduler::Scheduler`]: the policy interface; [`driver::Driver`]: the dispatch loop under a tag limit.
 //! - [`registry`]: build a policy by name with sysfs-style tunables.
@@ -12,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod anticipatory;
+pub mod cfq;
 pub mod conformance;
 pub mod deadline;
 pub mod device;

@@ -56,6 +56,13 @@ static POLICIES: &[PolicyDesc] = &[
         tunables: &crate::kyber::TUNABLES,
         build: crate::kyber::Kyber::build,
     },
+    PolicyDesc {
+        name: "cfq",
+        aliases: &[],
+        summary: "Completely Fair Queueing: per-process time slices by class and priority, idling for sync readers",
+        tunables: &crate::cfq::TUNABLES,
+        build: crate::cfq::Cfq::build,
+    },
 ];
 
 /// Every registered policy, in listing order.

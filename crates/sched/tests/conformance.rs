@@ -50,3 +50,6 @@ conformance!(mq_deadline, "mq-deadline");
 conformance!(anticipatory, "anticipatory");
 conformance!(anticipatory_no_antic, "anticipatory", "antic_expire=0");
 conformance!(kyber, "kyber");
+conformance!(cfq, "cfq");
+conformance!(cfq_no_slice_idle, "cfq", "slice_idle=0");
+conformance!(cfq_no_low_latency, "cfq", "low_latency=0");

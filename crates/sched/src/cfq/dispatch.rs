@@ -1,0 +1,665 @@
+//! Queue selection, workload choice, the `cfq_may_dispatch` limits, request choice, expiry and completion
+//! (`schedulers.md` §2 "Workload choice", "Dispatch", "Idling").
+
+use super::group::{SavedWorkload, IDLE_DELAY};
+use super::service_tree::{tree_index, Workload};
+use super::slice::{prio_slice, scaled_slice, workload_slice};
+use super::{Cfq, InFlight};
+use crate::types::{Decision, IoClass, Request, Time, MS, SEC};
+use std::ops::Bound;
+
+/// In IOPS mode a group is charged this much vdisktime per dispatched request: one jiffy (1 ms at HZ=1000), as
+/// the kernel adds the dispatch count to a vdisktime counted in jiffies.
+pub const IOPS_DISPATCH_CHARGE: Time = MS;
+
+/// Least charge for a slot that ended before or right at its first completion: one jiffy (1 ms), so that queues
+/// dispatching a single seeky request each still cost their group something.
+pub const MIN_SLOT_CHARGE: Time = MS;
+
+/// A preempting queue is keyed this far ahead of the first queue of its tree (1 s, the kernel's `-HZ`).
+pub const PREEMPT_KEY_LEAD: i64 = SEC as i64;
+
+/// With this little slice left at a completion, a lone queue of a group waits busy (one jiffy, 1 ms).
+pub const WAIT_BUSY_LAST_TICK: Time = MS;
+
+/// Bound on queue switches within one dispatch call (each switch expires a queue, so a few always suffice).
+const MAX_SELECT_ROUNDS: usize = 8;
+
+/// What queue selection decided.
+enum Pick {
+    /// Dispatch from this (active) queue.
+    Queue(u32),
+    /// Idling: ask again at this time.
+    Wait(Time),
+    /// Nothing now; a completion will call again.
+    Hold,
+}
+
+impl Cfq {
+    pub(super) fn dispatch_decision(&mut self, now: Time) -> Decision {
+        if self.rq_queued == 0 {
+            return Decision::Nothing;
+        }
+        for _ in 0..MAX_SELECT_ROUNDS {
+            match self.select_queue(now) {
+                Pick::Wait(t) => return Decision::WaitUntil(t),
+                Pick::Hold => break,
+                Pick::Queue(q) => {
+                    if !self.may_dispatch(q, now) {
+                        break;
+                    }
+                    match self
+                        .choose_request(q, now)
+                        .and_then(|h| self.dispatch_request(q, h, now))
+                    {
+                        Some(rq) => return Decision::Dispatch(rq),
+                        None => self.expire(now, false),
+                    }
+                }
+            }
+        }
+        if self.rq_in_driver == 0 {
+            // Liveness guard: every path above that holds back has a request on the device to call us again, so
+            // this is not expected to run; if it does, serve the first non-empty queue rather than stall.
+            return self.forced_dispatch(now);
+        }
+        Decision::Nothing
+    }
+
+    fn forced_dispatch(&mut self, now: Time) -> Decision {
+        let Some(q) = self.queues.iter().position(|q| q.live && !q.is_empty()) else {
+            return Decision::Nothing;
+        };
+        let q = q as u32;
+        self.forced += 1;
+        if self.active != Some(q) {
+            self.expire(now, false);
+            self.set_active(q, now);
+        }
+        match self.queues[q as usize]
+            .next_rq
+            .and_then(|h| self.dispatch_request(q, h, now))
+        {
+            Some(rq) => Decision::Dispatch(rq),
+            None => Decision::Nothing,
+        }
+    }
+
+    /// The kernel's `cfq_select_queue`: keep the active queue, idle for it, or expire it and pick the next one.
+    fn select_queue(&mut self, now: Time) -> Pick {
+        let Some(a) = self.active else {
+            return self.new_queue(now, None);
+        };
+        let q = &self.queues[a as usize];
+        let g = &self.groups[q.group as usize];
+        if q.wait_busy && !q.is_empty() {
+            // The group was kept backlogged and got its request: now end the (already used) slice.
+            self.expire(now, false);
+            return self.new_queue(now, None);
+        }
+        if q.slice_used(now) && !q.must_dispatch {
+            if g.nr_cfqq == 1 && q.is_empty() && q.dispatched > 0 && self.should_idle(a) {
+                // Its completion may still extend the slice to keep the group busy.
+                return Pick::Hold;
+            }
+        } else {
+            if !q.is_empty() {
+                return Pick::Queue(a);
+            }
+            if let Some(c) = self.close_cooperator(a) {
+                self.setup_merge(a, c);
+                self.expire(now, false);
+                return self.new_queue(now, Some(c));
+            }
+            if q.wait_request {
+                return Pick::Wait(self.idle_deadline);
+            }
+            let elapsed = q.slice_start.map_or(0, |s| now.saturating_sub(s));
+            if q.seeky() && q.idle_window && (q.slice_new || q.slice_end.saturating_sub(now) > elapsed) {
+                // A deep seeky queue the device serves faster than it refills: stop idling for it.
+                let q = &mut self.queues[a as usize];
+                q.deep = false;
+                q.idle_window = false;
+            }
+            if self.queues[a as usize].dispatched > 0 && self.should_idle(a) {
+                return Pick::Hold;
+            }
+        }
+        let q = &self.queues[a as usize];
+        let g = &self.groups[q.group as usize];
+        if self.p.group_idle > 0 && g.nr_cfqq == 1 && g.dispatched > 0 && !g.ttime.big(self.p.group_idle) {
+            // Group idling: wait for the group's requests on the device before switching groups.
+            return Pick::Hold;
+        }
+        self.expire(now, false);
+        self.new_queue(now, None)
+    }
+
+    fn new_queue(&mut self, now: Time, forced: Option<u32>) -> Pick {
+        let q = match forced {
+            Some(c) => Some(c),
+            None => {
+                self.choose_group(now);
+                self.next_queue()
+            }
+        };
+        match q {
+            Some(q) => {
+                self.set_active(q, now);
+                Pick::Queue(q)
+            }
+            None => Pick::Hold,
+        }
+    }
+
+    fn set_active(&mut self, q: u32, now: Time) {
+        self.queues[q as usize].start_slot(now);
+        self.active = Some(q);
+        self.active_flow = None;
+    }
+
+    /// Serves the group with the least vdisktime, restoring its saved workload.
+    fn choose_group(&mut self, now: Time) {
+        let Some(g) = self.gtree.first() else {
+            self.serving_group = None;
+            return;
+        };
+        self.serving_group = Some(g);
+        match self.groups[g as usize].saved {
+            Some(s) => {
+                self.workload_expires = Some(now.saturating_add(s.slice));
+                self.serving_class = s.class;
+                self.serving_wl = s.wl;
+            }
+            None => self.workload_expires = None,
+        }
+        self.choose_workload(g, now);
+    }
+
+    /// Class (RT, else BE, else IDLE) and workload type, with the workload slice.
+    fn choose_workload(&mut self, g: u32, now: Time) {
+        let original = self.serving_class;
+        let grp = &self.groups[g as usize];
+        self.serving_class = if grp.busy_in_class(IoClass::Rt) > 0 {
+            IoClass::Rt
+        } else if grp.busy_in_class(IoClass::Be) > 0 {
+            IoClass::Be
+        } else {
+            self.serving_class = IoClass::Idle;
+            self.workload_expires = Some(now.saturating_add(MS));
+            return;
+        };
+        let class = self.serving_class;
+        if original == class {
+            let count = grp.trees[tree_index(class, self.serving_wl)].count();
+            if count > 0 && self.workload_expires.is_some_and(|e| now <= e) {
+                return;
+            }
+        }
+        // The type whose first queue has waited longest (lowest key).
+        let mut best: Option<(i64, Workload)> = None;
+        for wl in Workload::ALL {
+            if let Some((key, _)) = grp.trees[tree_index(class, wl)].first() {
+                if best.is_none_or(|(k, _)| key < k) {
+                    best = Some((key, wl));
+                }
+            }
+        }
+        let wl = best.map_or(Workload::SyncNoIdle, |(_, w)| w);
+        self.serving_wl = wl;
+        let slice = workload_slice(&self.p, grp, &self.gtree, class, wl, self.busy_queues);
+        self.workload_expires = Some(now.saturating_add(slice));
+    }
+
+    fn next_queue(&self) -> Option<u32> {
+        let g = self.serving_group?;
+        let tree = tree_index(self.serving_class, self.serving_wl);
+        self.groups.get(g as usize)?.trees[tree].first().map(|(_, q)| q)
+    }
+
+    /// The kernel's `cfq_may_dispatch`: drain async before idling sync, hold async behind sync on the device,
+    /// and limit each queue's depth (quantum/2, quantum near the start of a slice, unlimited when alone).
+    fn may_dispatch(&self, q: u32, now: Time) -> bool {
+        let queue = &self.queues[q as usize];
+        if self.in_flight[0] > 0 && self.should_idle(q) {
+            return false;
+        }
+        if self.in_flight[1] > 0 && !queue.sync {
+            return false;
+        }
+        let mut max = (self.p.quantum / 2).max(1);
+        if queue.class == IoClass::Idle {
+            max = 1;
+        }
+        if queue.dispatched >= max {
+            if queue.class == IoClass::Idle {
+                return false;
+            }
+            // A lone sync queue can preempt async ones anyway, so limiting it makes no sense.
+            let promote = queue.sync && self.busy_sync_queues == 1;
+            if self.busy_queues > 1 && queue.slice_used_soon(now, self.p.slice_idle) && !promote {
+                return false;
+            }
+            max = if self.busy_queues == 1 || promote {
+                u32::MAX
+            } else {
+                self.p.quantum
+            };
+        }
+        if !queue.sync && self.p.low_latency {
+            // Async depth ramps up with the time since a sync request was last delayed past its deadline.
+            let since = match self.last_delayed_sync {
+                Some(t) => now.saturating_sub(t),
+                None => now.saturating_add(SEC),
+            };
+            let mut depth = u32::try_from(since / self.p.slice[1].max(1)).unwrap_or(u32::MAX);
+            if depth == 0 && queue.dispatched == 0 {
+                depth = 1;
+            }
+            max = max.min(depth);
+        }
+        queue.dispatched < max
+    }
+
+    /// The FIFO head if it expired and the FIFO was not consulted yet this slot, else the elevator's choice.
+    fn choose_request(&mut self, q: u32, now: Time) -> Option<u32> {
+        let queue = &mut self.queues[q as usize];
+        if !queue.fifo_checked {
+            queue.fifo_checked = true;
+            if let Some(&(t, h, _)) = queue.fifo.front() {
+                if now >= t {
+                    return Some(h);
+                }
+            }
+        }
+        queue.next_rq
+    }
+
+    /// Drops FIFO entries of requests that left the queue.
+    fn clean_fifo(&mut self, q: u32) {
+        let queue = &mut self.queues[q as usize];
+        while let Some(&(_, h, id)) = queue.fifo.front() {
+            let live = self
+                .rqs
+                .get(h as usize)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|s| s.rq.id == id && s.queue == q);
+            if live {
+                break;
+            }
+            queue.fifo.pop_front();
+        }
+    }
+
+    /// The elevator's next request after removing the one at `key`: the better of its successor (wrapping to the
+    /// first) and its predecessor, seen from `head`.
+    fn find_next(&self, q: u32, key: (u64, u64), head: u64) -> Option<u32> {
+        let sort = &self.queues[q as usize].sort;
+        let next = sort
+            .range((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+            .or_else(|| sort.iter().next())
+            .map(|(_, &h)| h);
+        let prev = sort.range(..key).next_back().map(|(_, &h)| h);
+        match (next, prev) {
+            (Some(n), Some(p)) if n != p => Some(self.better(n, p, head)),
+            (n, p) => n.or(p),
+        }
+    }
+
+    /// Moves request slot `h` of queue `q` to the device. `None` only if the slot is empty, which the queue's
+    /// bookkeeping rules out.
+    fn dispatch_request(&mut self, q: u32, h: u32, now: Time) -> Option<Request> {
+        let stored = self.rqs.get_mut(h as usize).and_then(Option::take)?;
+        self.free_rqs.push(h);
+        let rq = stored.rq;
+        let key = (rq.sector, rq.id.0);
+        let queue = &mut self.queues[q as usize];
+        queue.sort.remove(&key);
+        queue.merge.remove(u64::from(h), &rq);
+        if rq.meta {
+            queue.prio_pending = queue.prio_pending.saturating_sub(1);
+        }
+        if queue.next_rq == Some(h) {
+            let next = self.find_next(q, key, rq.end());
+            self.queues[q as usize].next_rq = next;
+        }
+        self.clean_fifo(q);
+        self.rq_queued = self.rq_queued.saturating_sub(1);
+        self.queued_parts = self.queued_parts.saturating_sub(rq.parts());
+        let queue = &mut self.queues[q as usize];
+        queue.dispatched += 1;
+        let sync = queue.sync;
+        let g = queue.group as usize;
+        self.groups[g].dispatched += 1;
+        self.in_flight[usize::from(sync)] += 1;
+        self.rq_in_driver += 1;
+        self.last_position = rq.end();
+        self.inflight.insert(
+            rq.id,
+            InFlight {
+                queue: q,
+                start: stored.start,
+            },
+        );
+        if self.active == Some(q) && self.active_flow.is_none() {
+            self.active_flow = Some(rq.flow);
+        }
+        let queue = &mut self.queues[q as usize];
+        // A dispatch ends any idle wait (the kernel would let the timer run on; we cancel it).
+        queue.wait_request = false;
+        queue.slice_dispatch += 1;
+        queue.must_dispatch = false;
+        let max_async = queue.max_async_dispatches(self.p.slice_async_rq);
+        if self.active == Some(q)
+            && self.busy_queues > 1
+            && ((!queue.sync && queue.slice_dispatch >= max_async) || queue.class == IoClass::Idle)
+        {
+            // An async queue used up its dispatch allowance; an IDLE-class queue gets one dispatch per turn.
+            self.expire(now, false);
+        }
+        Some(rq)
+    }
+
+    /// Length of the slice of queue `q` now, with low-latency scaling (updates the group's busy average).
+    fn scaled_slice_of(&mut self, q: u32) -> Time {
+        let queue = &self.queues[q as usize];
+        let (sync, prio, class, g) = (queue.sync, queue.prio, queue.class, queue.group as usize);
+        if !self.p.low_latency {
+            return prio_slice(&self.p, sync, prio);
+        }
+        let avg_class = if class == IoClass::Rt { IoClass::Rt } else { IoClass::Be };
+        let iq = self.groups[g].avg_queues(avg_class);
+        let group_slice = self.gtree.share(self.p.target_latency, self.groups[g].weight);
+        scaled_slice(&self.p, sync, prio, iq, group_slice)
+    }
+
+    /// Sets the slice at the first completion of the slot.
+    fn set_prio_slice(&mut self, q: u32, now: Time) {
+        let slice = self.scaled_slice_of(q);
+        let queue = &mut self.queues[q as usize];
+        queue.slice_start = Some(now);
+        queue.slice_end = now.saturating_add(slice);
+        queue.allocated_slice = slice;
+        queue.slice_new = false;
+    }
+
+    /// Ends the active queue's slot; with `timed_out` (slice over at a completion, or preemption) the unused or
+    /// overrun part of the slice is carried into its next key.
+    pub(super) fn expire(&mut self, now: Time, timed_out: bool) {
+        let Some(a) = self.active else {
+            return;
+        };
+        {
+            let queue = &mut self.queues[a as usize];
+            queue.wait_request = false;
+            queue.wait_busy = false;
+            if queue.coop && queue.seeky() {
+                queue.split_coop = true;
+            }
+        }
+        if timed_out {
+            let resid = if self.queues[a as usize].slice_new {
+                i64::try_from(self.scaled_slice_of(a)).unwrap_or(i64::MAX)
+            } else {
+                self.queues[a as usize].slice_end as i64 - now as i64
+            };
+            self.queues[a as usize].slice_resid = resid;
+        }
+        self.group_served(a, now);
+        let queue = &self.queues[a as usize];
+        if queue.on_rr && queue.is_empty() {
+            self.del_rr(a);
+        }
+        if self.queues[a as usize].on_rr {
+            self.service_tree_add(a, false, now);
+        }
+        self.active = None;
+        self.active_flow = None;
+        self.maybe_free(a);
+    }
+
+    /// Charges the group of queue `q` for its slot and saves the group's workload context.
+    fn group_served(&mut self, q: u32, now: Time) {
+        let queue = &self.queues[q as usize];
+        let g = queue.group as usize;
+        let grp = &self.groups[g];
+        let nr_sync = (grp.nr_cfqq as usize).saturating_sub(grp.busy_async() + grp.trees[6].count());
+        let used = match queue.slice_start {
+            Some(s) if s != now => now.saturating_sub(s).min(queue.allocated_slice),
+            _ => now.saturating_sub(queue.dispatch_start).max(MIN_SLOT_CHARGE),
+        };
+        let charge = if self.iops_mode() {
+            u64::from(queue.slice_dispatch) * IOPS_DISPATCH_CHARGE
+        } else if !queue.sync && nr_sync == 0 {
+            // An async-only group pays the whole slice; before any completion the slice is not set yet, so
+            // at least the time used.
+            queue.allocated_slice.max(used)
+        } else {
+            used
+        };
+        let weight = grp.weight;
+        let on_tree = grp.tree_seq.is_some();
+        let delta = self.gtree.scale_charge(charge, weight);
+        let grp = &mut self.groups[g];
+        if on_tree {
+            self.gtree.remove(g as u32, grp);
+        }
+        grp.vdisktime = grp.vdisktime.saturating_add(delta);
+        if on_tree {
+            self.gtree.add(g as u32, grp);
+        }
+        grp.saved = match self.workload_expires {
+            Some(e) if e > now && self.serving_group == Some(g as u32) => Some(SavedWorkload {
+                slice: e - now,
+                class: self.serving_class,
+                wl: self.serving_wl,
+            }),
+            _ => None,
+        };
+    }
+
+    pub(super) fn add_rr(&mut self, q: u32, now: Time) {
+        let queue = &mut self.queues[q as usize];
+        queue.on_rr = true;
+        self.busy_queues += 1;
+        if queue.sync {
+            self.busy_sync_queues += 1;
+        }
+        self.service_tree_add(q, false, now);
+    }
+
+    fn del_rr(&mut self, q: u32) {
+        let queue = &mut self.queues[q as usize];
+        queue.on_rr = false;
+        self.busy_queues = self.busy_queues.saturating_sub(1);
+        if queue.sync {
+            self.busy_sync_queues = self.busy_sync_queues.saturating_sub(1);
+        }
+        let g = queue.group as usize;
+        if let Some(pos) = queue.pos.take() {
+            self.groups[g].trees[pos.tree].remove((pos.key, pos.seq), q);
+        }
+        let grp = &mut self.groups[g];
+        grp.nr_cfqq = grp.nr_cfqq.saturating_sub(1);
+        if grp.nr_cfqq == 0 {
+            self.gtree.remove(g as u32, grp);
+            grp.saved = None;
+        }
+    }
+
+    /// (Re)places queue `q` on its service tree: key `now + offset - resid`, IDLE class behind the last queue,
+    /// or, for a preempting queue (`front`), ahead of the first.
+    pub(super) fn service_tree_add(&mut self, q: u32, front: bool, now: Time) {
+        let queue = &self.queues[q as usize];
+        let g = queue.group as usize;
+        let tree = tree_index(queue.class, queue.workload());
+        let st = &self.groups[g].trees[tree];
+        let now_key = i64::try_from(now).unwrap_or(i64::MAX);
+        let key = if queue.class == IoClass::Idle {
+            match st.last() {
+                Some((k, last)) if last != q => k.saturating_add(IDLE_DELAY as i64),
+                _ => now_key.saturating_add(IDLE_DELAY as i64),
+            }
+        } else if !front {
+            // Queues of higher priority get a smaller offset, so they come around sooner.
+            let others = u64::from(self.groups[g].nr_cfqq.saturating_sub(1));
+            let gap = prio_slice(&self.p, true, 0).saturating_sub(prio_slice(&self.p, queue.sync, queue.prio));
+            let offset = i64::try_from(others.saturating_mul(gap)).unwrap_or(i64::MAX);
+            now_key.saturating_add(offset).saturating_sub(queue.slice_resid)
+        } else {
+            st.first().map_or(now_key, |(k, _)| k).saturating_sub(PREEMPT_KEY_LEAD)
+        };
+        let queue = &mut self.queues[q as usize];
+        if !front && queue.class != IoClass::Idle {
+            queue.slice_resid = 0;
+        }
+        let is_new = queue.pos.is_none();
+        if let Some(pos) = queue.pos {
+            if pos.key == key && pos.tree == tree {
+                return;
+            }
+            self.groups[g].trees[pos.tree].remove((pos.key, pos.seq), q);
+        }
+        self.tree_seq += 1;
+        let pos = super::queue::TreePos {
+            tree,
+            key,
+            seq: self.tree_seq,
+        };
+        queue.pos = Some(pos);
+        self.groups[g].trees[tree].insert((key, pos.seq), q);
+        if front || !is_new {
+            return;
+        }
+        // The queue just became busy: so did its group, if it was not already.
+        let grp = &mut self.groups[g];
+        grp.nr_cfqq += 1;
+        if grp.tree_seq.is_none() {
+            grp.vdisktime = match self.gtree.last_vdisktime() {
+                Some(v) => v.saturating_add(IDLE_DELAY),
+                None => self.gtree.min_vdisktime,
+            };
+            self.gtree.add(g as u32, grp);
+        }
+    }
+
+    /// Completion: accounting, the slice start, wait-busy, expiry, and arming the idle timer.
+    pub(super) fn request_completed(&mut self, rq: &Request, now: Time) {
+        let Some(inf) = self.inflight.remove(&rq.id) else {
+            return;
+        };
+        let q = inf.queue;
+        let shallow = self.active.is_some_and(|a| {
+            let aq = &self.queues[a as usize];
+            aq.idle_window
+                && aq.dispatched + (aq.len() as u32) < super::ncq::HW_QUEUE_MIN
+                && self.rq_in_driver < super::ncq::HW_QUEUE_MIN
+        });
+        self.ncq.observe(self.rq_in_driver, self.rq_queued, shallow);
+        self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
+        let queue = &mut self.queues[q as usize];
+        let sync_q = queue.sync;
+        self.in_flight[usize::from(sync_q)] = self.in_flight[usize::from(sync_q)].saturating_sub(1);
+        queue.dispatched = queue.dispatched.saturating_sub(1);
+        let g = queue.group as usize;
+        let tree = queue.pos.map_or(tree_index(queue.class, queue.workload()), |p| p.tree);
+        let grp = &mut self.groups[g];
+        grp.dispatched = grp.dispatched.saturating_sub(1);
+        if rq.sync {
+            if let Some(ctx) = self.flows.get_mut(&rq.flow) {
+                ctx.ttime.last_end = now;
+            }
+            grp.trees[tree].ttime.last_end = now;
+            if now >= inf.start.saturating_add(self.p.fifo_expire[1]) {
+                self.last_delayed_sync = Some(now);
+            }
+        }
+        grp.ttime.last_end = now;
+
+        if self.active == Some(q) {
+            let empty = self.queues[q as usize].is_empty();
+            if self.queues[q as usize].slice_new {
+                self.set_prio_slice(q, now);
+            }
+            if self.should_wait_busy(q, now) {
+                let extend = if self.p.slice_idle > 0 {
+                    self.p.slice_idle
+                } else {
+                    self.p.group_idle
+                };
+                let queue = &mut self.queues[q as usize];
+                queue.slice_end = now.saturating_add(extend);
+                queue.wait_busy = true;
+            }
+            let queue = &self.queues[q as usize];
+            if queue.slice_used(now) || queue.class == IoClass::Idle {
+                self.expire(now, true);
+            } else if rq.sync && empty && self.close_cooperator(q).is_none() {
+                self.arm_idle_timer(q, now);
+            }
+        }
+        self.maybe_free(q);
+    }
+
+    /// Whether the last queue of a group should stretch its slice to keep the group backlogged.
+    fn should_wait_busy(&self, q: u32, now: Time) -> bool {
+        let queue = &self.queues[q as usize];
+        let grp = &self.groups[queue.group as usize];
+        if !queue.is_empty() || grp.nr_cfqq > 1 || grp.ttime.big(self.p.group_idle) {
+            return false;
+        }
+        if queue.slice_used(now) {
+            return true;
+        }
+        let left = queue.slice_end.saturating_sub(now);
+        let ttime = self.active_flow.and_then(|f| self.flows.get(&f)).map(|c| c.ttime);
+        if ttime.is_some_and(|t| t.valid() && left < t.mean) {
+            return true;
+        }
+        left <= WAIT_BUSY_LAST_TICK
+    }
+
+    /// Arms the idle timer for the emptied active queue, with `slice_idle`, or `group_idle` for the last queue
+    /// of a group that should not idle itself.
+    fn arm_idle_timer(&mut self, q: u32, now: Time) {
+        if !self.rotational && self.ncq.on() {
+            // No seek to save on a queueing SSD.
+            return;
+        }
+        let mut group_idle = false;
+        if !self.should_idle(q) {
+            if self.p.group_idle > 0 {
+                group_idle = true;
+            } else {
+                return;
+            }
+        }
+        let queue = &self.queues[q as usize];
+        if queue.dispatched > 0 {
+            return;
+        }
+        // The process must still exist, and think briefly enough to come back within the slice.
+        let Some(ctx) = self.active_flow.and_then(|f| self.flows.get(&f)) else {
+            return;
+        };
+        let left = queue.slice_end.saturating_sub(now);
+        if ctx.ttime.valid() && left < ctx.ttime.mean {
+            return;
+        }
+        let grp = &self.groups[queue.group as usize];
+        if group_idle {
+            let tree = queue.pos.map_or(tree_index(queue.class, queue.workload()), |p| p.tree);
+            if grp.nr_cfqq > 1 || grp.trees[tree].ttime.big(self.p.group_idle) {
+                return;
+            }
+        }
+        let wait = if group_idle {
+            self.p.group_idle
+        } else {
+            self.p.slice_idle
+        };
+        self.queues[q as usize].wait_request = true;
+        self.idle_deadline = now.saturating_add(wait.max(1));
+    }
+}

@@ -1,0 +1,199 @@
+//! Groups (cgroups) and the tree that orders busy groups by virtual disk time (`schedulers.md` §2 "Groups").
+
+use super::idle::ThinkTime;
+use super::service_tree::{ServiceTree, Workload, TREES_PER_GROUP};
+use crate::types::{GroupId, IoClass, Time, IOPRIO_LEVELS, MS};
+use std::collections::BTreeSet;
+
+/// Weight of a non-root group when none is configured (the kernel's legacy default; accepted range 10..=1000).
+/// [`crate::types::FlowInfo`] carries no group weight, so every non-root group gets this one.
+pub const GROUP_WEIGHT_DEFAULT: u32 = 500;
+
+/// Weight with which the root group's own queues compete against child groups (twice the default, as in the
+/// kernel, so a flat root is not starved by a few children).
+pub const ROOT_GROUP_WEIGHT: u32 = 1000;
+
+/// A group becoming busy is placed this far (in vdisktime units, ns of weighted service) behind the last busy
+/// group, and an IDLE-class queue this far behind the last queue of its tree: 200 ms (the kernel's HZ/5).
+pub const IDLE_DELAY: Time = 200 * MS;
+
+/// The workload a group was serving when it was expired, restored when it is served again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SavedWorkload {
+    /// Remaining workload slice (ns).
+    pub slice: Time,
+    /// Class being served.
+    pub class: IoClass,
+    /// Workload type being served.
+    pub wl: Workload,
+}
+
+/// One group: its service trees, its async queues and its share of the device.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// Identity.
+    pub id: GroupId,
+    /// Proportional-share weight.
+    pub weight: u32,
+    /// Virtual disk time: service received divided by the group's share (ns of weighted service).
+    pub vdisktime: u64,
+    /// Insertion sequence while on the group tree.
+    pub tree_seq: Option<u64>,
+    /// Busy queues of the group (queues on one of its service trees).
+    pub nr_cfqq: u32,
+    /// Requests of the group on the device.
+    pub dispatched: u32,
+    /// Service trees, indexed by [`super::service_tree::tree_index`].
+    pub trees: [ServiceTree; TREES_PER_GROUP],
+    /// Decaying average of busy queues per class (index: [`IoClass::index`]).
+    pub busy_avg: [u32; 3],
+    /// Workload context saved at expiry.
+    pub saved: Option<SavedWorkload>,
+    /// Think time of the group (for `group_idle`).
+    pub ttime: ThinkTime,
+    /// Shared async queues for RT and BE, by priority (queue indices; never freed).
+    pub async_queues: [[Option<u32>; IOPRIO_LEVELS as usize]; 2],
+    /// Shared async queue of the IDLE class.
+    pub idle_async: Option<u32>,
+}
+
+impl Group {
+    /// A new, idle group.
+    pub fn new(id: GroupId, now: Time) -> Self {
+        Group {
+            id,
+            weight: if id == GroupId(0) {
+                ROOT_GROUP_WEIGHT
+            } else {
+                GROUP_WEIGHT_DEFAULT
+            },
+            vdisktime: 0,
+            tree_seq: None,
+            nr_cfqq: 0,
+            dispatched: 0,
+            trees: std::array::from_fn(|_| ServiceTree::new(now)),
+            busy_avg: [0; 3],
+            saved: None,
+            ttime: ThinkTime::new(now),
+            async_queues: [[None; IOPRIO_LEVELS as usize]; 2],
+            idle_async: None,
+        }
+    }
+
+    /// Busy queues of `class` (all three workload trees for RT and BE).
+    pub fn busy_in_class(&self, class: IoClass) -> usize {
+        match class {
+            IoClass::Idle => self.trees[6].count(),
+            c => {
+                let base = super::service_tree::tree_index(c, Workload::Async);
+                self.trees[base..base + 3].iter().map(ServiceTree::count).sum()
+            }
+        }
+    }
+
+    /// Busy async queues of RT and BE.
+    pub fn busy_async(&self) -> usize {
+        self.trees[super::service_tree::tree_index(IoClass::Rt, Workload::Async)].count()
+            + self.trees[super::service_tree::tree_index(IoClass::Be, Workload::Async)].count()
+    }
+
+    /// Updates and returns the decaying average of busy queues of `class`: `(3*max(avg,busy) + min + 2) / 4`.
+    pub fn avg_queues(&mut self, class: IoClass) -> u32 {
+        let busy = u32::try_from(self.busy_in_class(class)).unwrap_or(u32::MAX);
+        let avg = &mut self.busy_avg[class.index()];
+        let (lo, hi) = (busy.min(*avg), busy.max(*avg));
+        *avg = (3 * hi + lo + 2) / 4;
+        *avg
+    }
+}
+
+/// Busy groups ordered by vdisktime.
+#[derive(Debug, Clone, Default)]
+pub struct GroupTree {
+    set: BTreeSet<(u64, u64, u32)>,
+    seq: u64,
+    /// Smallest vdisktime seen at the front, never decreasing.
+    pub min_vdisktime: u64,
+    /// Sum of the weights of the groups on the tree.
+    pub total_weight: u64,
+}
+
+impl GroupTree {
+    /// Puts group `gi` on the tree (its `vdisktime` already set).
+    pub fn add(&mut self, gi: u32, g: &mut Group) {
+        self.seq += 1;
+        g.tree_seq = Some(self.seq);
+        self.set.insert((g.vdisktime, self.seq, gi));
+        self.total_weight += u64::from(g.weight);
+    }
+
+    /// Takes group `gi` off the tree.
+    pub fn remove(&mut self, gi: u32, g: &mut Group) {
+        if let Some(seq) = g.tree_seq.take() {
+            self.set.remove(&(g.vdisktime, seq, gi));
+            self.total_weight = self.total_weight.saturating_sub(u64::from(g.weight));
+        }
+    }
+
+    /// The group with the least vdisktime, advancing `min_vdisktime` to it.
+    pub fn first(&mut self) -> Option<u32> {
+        let &(v, _, gi) = self.set.first()?;
+        self.min_vdisktime = self.min_vdisktime.max(v);
+        Some(gi)
+    }
+
+    /// The largest vdisktime on the tree.
+    pub fn last_vdisktime(&self) -> Option<u64> {
+        self.set.last().map(|&(v, _, _)| v)
+    }
+
+    /// `value * weight / total_weight`: the part of `value` that belongs to a group of `weight` (the kernel's
+    /// `vfraction`, computed over the busy groups).
+    pub fn share(&self, value: Time, weight: u32) -> Time {
+        let total = self.total_weight.max(u64::from(weight)).max(1);
+        let v = u128::from(value) * u128::from(weight) / u128::from(total);
+        u64::try_from(v).unwrap_or(u64::MAX)
+    }
+
+    /// `charge / vfraction`: the vdisktime a group of `weight` accrues for `charge` of service.
+    pub fn scale_charge(&self, charge: Time, weight: u32) -> u64 {
+        let total = self.total_weight.max(u64::from(weight)).max(1);
+        let v = u128::from(charge) * u128::from(total) / u128::from(weight.max(1));
+        u64::try_from(v).unwrap_or(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The root group weighs 1000 and a child 500, so with both busy the root's share of a 300 ms target is 200 ms
+    // and the child's 100 ms; a child charged 10 ms advances by 10 * 1500 / 500 = 30 ms of vdisktime.
+    #[test]
+    fn shares_by_weight() {
+        let mut t = GroupTree::default();
+        let mut root = Group::new(GroupId(0), 0);
+        let mut child = Group::new(GroupId(1), 0);
+        t.add(0, &mut root);
+        t.add(1, &mut child);
+        assert_eq!(t.share(300 * MS, root.weight), 200 * MS);
+        assert_eq!(t.share(300 * MS, child.weight), 100 * MS);
+        assert_eq!(t.scale_charge(10 * MS, child.weight), 30 * MS);
+        t.remove(1, &mut child);
+        assert_eq!(t.share(300 * MS, root.weight), 300 * MS);
+        assert_eq!(t.first(), Some(0));
+    }
+
+    // Busy-queue average: (3*max + min + 2)/4 moves quickly up and slowly down.
+    #[test]
+    fn busy_average() {
+        let mut g = Group::new(GroupId(0), 0);
+        for q in 0..5 {
+            g.trees[4].insert((0, q), q as u32);
+        }
+        assert_eq!(g.avg_queues(IoClass::Be), 4);
+        assert_eq!(g.avg_queues(IoClass::Be), 5);
+        assert_eq!(g.busy_in_class(IoClass::Be), 5);
+        assert_eq!(g.busy_in_class(IoClass::Rt), 0);
+    }
+}

@@ -1,0 +1,563 @@
+//! CFQ, Completely Fair Queueing (`schedulers.md` §2): per-process sync queues and shared async queues get time
+//! slices in turn; queues sit on service trees per class (RT, BE, IDLE) and workload type (SYNC, SYNC_NOIDLE,
+//! ASYNC) inside groups ordered by virtual disk time. The device idles briefly after a sync queue empties, so that
+//! a process that reads sequentially with short pauses keeps the disk head.
+//!
+//! Modules by concern:
+//! - [`tunables`]: sysfs tunables and their values in ns;
+//! - [`queue`]: a queue, its requests and slice state; [`elevator`]: the back-seek request choice;
+//! - [`service_tree`]: queues ordered by `rb_key`; [`group`]: groups on the vdisktime tree;
+//! - [`slice`](mod@slice): slice lengths, low-latency scaling and workload slices;
+//! - [`idle`]: think time, seekiness and idle-window rules;
+//! - `dispatch`: queue selection, `cfq_may_dispatch` limits, expiry; `preempt`: preemption; `coop`:
+//!   cooperating queues; [`ncq`]: NCQ detection.
+//!
+//! Time is kept in ns; where the kernel counts one jiffy, 1 ms (HZ=1000) is used.
+//!
+//! Where this departs from the kernel (v4.2-era `cfq-iosched.c` as summarised in `schedulers.md`):
+//! - groups are flat children of the root; the root competes with weight 1000, every other group with the default
+//!   500 ([`crate::types::FlowInfo`] has no group weight); a group's share is computed over the busy groups when it
+//!   is charged rather than cached when it becomes busy;
+//! - there is no REQ_NOIDLE flag on [`Request`], so that idle-window rule does not apply;
+//! - a dispatch from the active queue cancels its idle timer (the kernel lets it run on); the idle timer is
+//!   processed at its own deadline on the next call;
+//! - the close-cooperator search scans the group's sync trees for the same class and priority and takes the
+//!   nearest next request within 8192 sectors of the head (the kernel looks up neighbours in a per-priority tree);
+//! - an async-only group is charged at least the time used when its slot ended before the slice was set (the
+//!   kernel charges the allocated slice, which is still 0 then);
+//! - the idle timer is never armed on a non-rotational queueing device, per `schedulers.md` (the kernel still
+//!   arms `group_idle` there when it is set).
+
+mod coop;
+mod dispatch;
+pub mod elevator;
+pub mod group;
+pub mod idle;
+pub mod ncq;
+mod preempt;
+pub mod queue;
+pub mod service_tree;
+pub mod slice;
+pub mod tunables;
+
+#[cfg(test)]
+mod tests;
+
+pub use tunables::{Params, TUNABLES};
+
+use crate::device::DeviceInfo;
+use crate::merge::{absorb, IntMap, MergeKind};
+use crate::scheduler::Scheduler;
+use crate::tunables::TunableValues;
+use crate::types::{Decision, FlowId, FlowInfo, GroupId, IoClass, Request, RequestId, Time};
+use elevator::{prefer_first, Candidate};
+use group::{Group, GroupTree};
+use idle::ThinkTime;
+use ncq::NcqDetector;
+use queue::{Queue, Stored};
+use service_tree::{tree_index, Workload};
+
+/// Requests larger than this (bytes, one page) end an idle wait at once even when the queue is the only busy one.
+pub const IDLE_WAKE_BYTES: u64 = 4096;
+
+/// What CFQ keeps per flow (the kernel's per-process I/O context).
+#[derive(Debug, Clone)]
+struct FlowCtx {
+    info: FlowInfo,
+    /// Index of the flow's group.
+    group: u32,
+    /// The flow's sync queue, once it issued a sync request.
+    sync_q: Option<u32>,
+    /// Time between the flow's sync completions and its next arrivals.
+    ttime: ThinkTime,
+}
+
+/// A request on the device.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    queue: u32,
+    /// Insert time (ns), to detect sync requests completed after their FIFO deadline.
+    start: Time,
+}
+
+/// The CFQ policy.
+pub struct Cfq {
+    p: Params,
+    rotational: bool,
+    max_sectors: u32,
+    flows: IntMap<FlowId, FlowCtx>,
+    queues: Vec<Queue>,
+    free_queues: Vec<u32>,
+    groups: Vec<Group>,
+    group_index: IntMap<GroupId, u32>,
+    gtree: GroupTree,
+    rqs: Vec<Option<Stored>>,
+    free_rqs: Vec<u32>,
+    inflight: IntMap<RequestId, InFlight>,
+    /// The queue in service.
+    active: Option<u32>,
+    /// The flow of the first request dispatched in the active slot (the kernel's `active_cic`).
+    active_flow: Option<FlowId>,
+    /// When the idle timer fires (valid while the active queue has `wait_request`).
+    idle_deadline: Time,
+    serving_group: Option<u32>,
+    serving_class: IoClass,
+    serving_wl: Workload,
+    /// End of the current workload slice; `None` when expired.
+    workload_expires: Option<Time>,
+    busy_queues: u32,
+    busy_sync_queues: u32,
+    /// Requests held (merged ones count once).
+    rq_queued: u32,
+    /// Inserted requests held (merged parts count individually), for [`Scheduler::queued`].
+    queued_parts: usize,
+    rq_in_driver: u32,
+    /// Requests on the device from async (0) and sync (1) queues.
+    in_flight: [u32; 2],
+    /// End sector of the last dispatched request: where the head is.
+    last_position: u64,
+    /// Last completion of a sync request that had waited longer than `fifo_expire_sync`.
+    last_delayed_sync: Option<Time>,
+    ncq: NcqDetector,
+    tree_seq: u64,
+    /// Times the liveness guard had to force a dispatch (should stay 0; checked by tests).
+    forced: u64,
+}
+
+impl Cfq {
+    /// A CFQ policy for `dev` with tunables `p`.
+    pub fn new(dev: &DeviceInfo, p: Params) -> Self {
+        Cfq {
+            p,
+            rotational: dev.rotational,
+            max_sectors: dev.max_sectors.max(1),
+            flows: IntMap::default(),
+            queues: Vec::new(),
+            free_queues: Vec::new(),
+            groups: Vec::new(),
+            group_index: IntMap::default(),
+            gtree: GroupTree::default(),
+            rqs: Vec::new(),
+            free_rqs: Vec::new(),
+            inflight: IntMap::default(),
+            active: None,
+            active_flow: None,
+            idle_deadline: 0,
+            serving_group: None,
+            serving_class: IoClass::Be,
+            serving_wl: Workload::Sync,
+            workload_expires: None,
+            busy_queues: 0,
+            busy_sync_queues: 0,
+            rq_queued: 0,
+            queued_parts: 0,
+            rq_in_driver: 0,
+            in_flight: [0; 2],
+            last_position: 0,
+            last_delayed_sync: None,
+            ncq: NcqDetector::default(),
+            tree_seq: 0,
+            forced: 0,
+        }
+    }
+
+    /// Registry constructor.
+    pub fn build(dev: &DeviceInfo, t: &TunableValues) -> Box<dyn Scheduler> {
+        Box::new(Cfq::new(dev, Params::from_values(t)))
+    }
+
+    /// The tunables in use.
+    pub fn params(&self) -> &Params {
+        &self.p
+    }
+
+    fn group_for(&mut self, id: GroupId, now: Time) -> u32 {
+        if let Some(&g) = self.group_index.get(&id) {
+            return g;
+        }
+        let g = u32::try_from(self.groups.len()).unwrap_or(u32::MAX);
+        self.groups.push(Group::new(id, now));
+        self.group_index.insert(id, g);
+        g
+    }
+
+    /// The group, class and priority of `flow`, registering an unknown flow with defaults.
+    fn flow_params(&mut self, flow: FlowId, now: Time) -> (u32, IoClass, u8) {
+        if !self.flows.contains_key(&flow) {
+            self.start_flow(&FlowInfo::new(flow), now);
+        }
+        match self.flows.get(&flow) {
+            Some(c) => (c.group, c.info.class, c.info.prio),
+            None => (
+                self.group_for(GroupId(0), now),
+                IoClass::Be,
+                crate::types::DEFAULT_IOPRIO,
+            ),
+        }
+    }
+
+    fn start_flow(&mut self, info: &FlowInfo, now: Time) {
+        let group = self.group_for(info.group, now);
+        let old = self.flows.insert(
+            info.id,
+            FlowCtx {
+                info: info.clone(),
+                group,
+                sync_q: None,
+                ttime: ThinkTime::new(now),
+            },
+        );
+        if let Some(q) = old.and_then(|o| o.sync_q) {
+            self.drop_member(q, now);
+        }
+    }
+
+    fn alloc_queue(&mut self, sync: bool, class: IoClass, prio: u8, group: u32) -> u32 {
+        if let Some(q) = self.free_queues.pop() {
+            let gen = self.queues[q as usize].gen;
+            self.queues[q as usize] = Queue::new(gen, sync, class, prio, group);
+            q
+        } else {
+            let q = u32::try_from(self.queues.len()).unwrap_or(u32::MAX);
+            self.queues.push(Queue::new(0, sync, class, prio, group));
+            q
+        }
+    }
+
+    /// Frees a sync queue nobody uses any more.
+    fn maybe_free(&mut self, q: u32) {
+        let Some(queue) = self.queues.get_mut(q as usize) else {
+            return;
+        };
+        if !queue.live
+            || !queue.sync
+            || queue.members > 0
+            || !queue.is_empty()
+            || queue.dispatched > 0
+            || queue.on_rr
+            || self.active == Some(q)
+        {
+            return;
+        }
+        queue.live = false;
+        queue.gen = queue.gen.wrapping_add(1);
+        queue.fifo.clear();
+        queue.new_queue = None;
+        self.free_queues.push(q);
+    }
+
+    /// A flow stops using sync queue `q`.
+    fn drop_member(&mut self, q: u32, now: Time) {
+        if let Some(queue) = self.queues.get_mut(q as usize) {
+            queue.members = queue.members.saturating_sub(1);
+        }
+        if self.active == Some(q) {
+            self.expire(now, false);
+        }
+        self.maybe_free(q);
+    }
+
+    /// The sync queue of `flow` (in `group`, of `class` and `prio`), splitting a shared queue that became seeky
+    /// and following a pending merge.
+    fn sync_queue_for(&mut self, flow: FlowId, group: u32, class: IoClass, prio: u8) -> u32 {
+        let existing = self
+            .flows
+            .get(&flow)
+            .and_then(|c| c.sync_q)
+            .filter(|&q| self.queues.get(q as usize).is_some_and(|q| q.live));
+        let mut q = match existing {
+            Some(q) => q,
+            None => self.new_sync_queue(flow, group, class, prio),
+        };
+        if self.queues[q as usize].coop && self.queues[q as usize].split_coop {
+            q = self.split_queue(flow, q, group, class, prio);
+        }
+        if let Some(t) = self.merge_target(q) {
+            q = self.merge_queues(flow, q, t);
+        }
+        q
+    }
+
+    fn new_sync_queue(&mut self, flow: FlowId, group: u32, class: IoClass, prio: u8) -> u32 {
+        let q = self.alloc_queue(true, class, prio, group);
+        self.queues[q as usize].members = 1;
+        if let Some(ctx) = self.flows.get_mut(&flow) {
+            ctx.sync_q = Some(q);
+        }
+        q
+    }
+
+    /// The shared async queue of (`group`, `class`, `prio`).
+    fn async_queue_for(&mut self, group: u32, class: IoClass, prio: u8) -> u32 {
+        let (g, prio) = (group as usize, usize::from(prio.min(7)));
+        let existing = match class {
+            IoClass::Idle => self.groups[g].idle_async,
+            c => self.groups[g].async_queues[c.index()][prio],
+        };
+        if let Some(q) = existing {
+            return q;
+        }
+        let q = self.alloc_queue(false, class, prio as u8, group);
+        match class {
+            IoClass::Idle => self.groups[g].idle_async = Some(q),
+            c => self.groups[g].async_queues[c.index()][prio] = Some(q),
+        }
+        q
+    }
+
+    /// Index of the request the elevator prefers, with the head at `head`.
+    fn better(&self, a: u32, b: u32, head: u64) -> u32 {
+        let cand = |h: u32| {
+            self.rqs.get(h as usize).and_then(|s| s.as_ref()).map(|s| Candidate {
+                sync: s.rq.sync,
+                meta: s.rq.meta,
+                sector: s.rq.sector,
+            })
+        };
+        match (cand(a), cand(b)) {
+            (Some(ca), Some(cb)) => {
+                if prefer_first(ca, cb, head, self.p.back_seek_max_sectors, self.p.back_seek_penalty) {
+                    a
+                } else {
+                    b
+                }
+            }
+            (Some(_), None) => a,
+            _ => b,
+        }
+    }
+
+    /// Merges `rq` into queued request slot `h` of queue `q`; gives `rq` back if the slot is empty (which the
+    /// merge index rules out).
+    fn merge_into(&mut self, q: u32, h: u32, rq: Request, kind: MergeKind) -> Option<Request> {
+        let Some(stored) = self.rqs.get_mut(h as usize).and_then(|s| s.as_mut()) else {
+            return Some(rq);
+        };
+        let queue = &mut self.queues[q as usize];
+        let old_key = (stored.rq.sector, stored.rq.id.0);
+        let was_meta = stored.rq.meta;
+        queue.merge.remove(u64::from(h), &stored.rq);
+        absorb(&mut stored.rq, rq, kind);
+        queue.merge.add(u64::from(h), &stored.rq);
+        if !was_meta && stored.rq.meta {
+            queue.prio_pending += 1;
+        }
+        if kind == MergeKind::Front {
+            queue.sort.remove(&old_key);
+            queue.sort.insert((stored.rq.sector, stored.rq.id.0), h);
+            let next = queue.next_rq;
+            if let Some(n) = next.filter(|&n| n != h) {
+                let best = self.better(n, h, self.last_position);
+                self.queues[q as usize].next_rq = Some(best);
+            }
+        }
+        None
+    }
+
+    fn add_request(&mut self, q: u32, rq: Request, now: Time) -> u32 {
+        let fifo_time = now.saturating_add(self.p.fifo_expire[usize::from(rq.sync)]);
+        let key = (rq.sector, rq.id.0);
+        let (id, meta) = (rq.id, rq.meta);
+        let stored = Stored {
+            rq,
+            fifo_time,
+            start: now,
+            queue: q,
+        };
+        let h = match self.free_rqs.pop() {
+            Some(h) => {
+                self.rqs[h as usize] = Some(stored);
+                h
+            }
+            None => {
+                self.rqs.push(Some(stored));
+                u32::try_from(self.rqs.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let queue = &mut self.queues[q as usize];
+        queue.sort.insert(key, h);
+        if let Some(Some(s)) = self.rqs.get(h as usize) {
+            queue.merge.add(u64::from(h), &s.rq);
+        }
+        queue.fifo.push_back((fifo_time, h, id));
+        if meta {
+            queue.prio_pending += 1;
+        }
+        self.rq_queued += 1;
+        if !self.queues[q as usize].on_rr {
+            self.add_rr(q, now);
+        }
+        let next = match self.queues[q as usize].next_rq {
+            Some(n) => self.better(n, h, self.last_position),
+            None => h,
+        };
+        self.queues[q as usize].next_rq = Some(next);
+        h
+    }
+
+    /// Bookkeeping of a new (unmerged) request: think time, seekiness, idle window, end of an idle wait, and
+    /// preemption of the active queue.
+    fn rq_enqueued(&mut self, q: u32, flow: FlowId, h: u32, now: Time) {
+        let Some((sector, sectors, bytes)) = self
+            .rqs
+            .get(h as usize)
+            .and_then(|s| s.as_ref())
+            .map(|s| (s.rq.sector, s.rq.sectors, s.rq.bytes()))
+        else {
+            return;
+        };
+        let (slice_idle, group_idle) = (self.p.slice_idle, self.p.group_idle);
+        let queue = &mut self.queues[q as usize];
+        let g = queue.group as usize;
+        if queue.sync {
+            if let Some(ctx) = self.flows.get_mut(&flow) {
+                ctx.ttime.sample(now, slice_idle);
+            }
+            if let Some(pos) = queue.pos {
+                self.groups[g].trees[pos.tree].ttime.sample(now, slice_idle);
+            }
+        }
+        self.groups[g].ttime.sample(now, group_idle);
+        queue.seek.record(sector, sectors, self.rotational);
+        self.update_idle_window(q, flow);
+
+        if self.active == Some(q) {
+            let busy = self.busy_queues;
+            let queue = &mut self.queues[q as usize];
+            if queue.wait_request {
+                if bytes > IDLE_WAKE_BYTES || busy > 1 {
+                    queue.wait_request = false;
+                } else {
+                    queue.must_dispatch = true;
+                }
+            }
+        } else if self.should_preempt(q, h, now) {
+            self.preempt(q, now);
+        }
+    }
+
+    /// The idle-window rules: cleared for a seeky queue that is not deep, when idling is off, or when the
+    /// process thinks longer than `slice_idle`; set again when its think time becomes short.
+    fn update_idle_window(&mut self, q: u32, flow: FlowId) {
+        let slice_idle = self.p.slice_idle;
+        let ttime = self.flows.get(&flow).map(|c| c.ttime);
+        let queue = &mut self.queues[q as usize];
+        if !queue.sync || queue.class == IoClass::Idle {
+            return;
+        }
+        queue.note_depth();
+        let mut enable = queue.idle_window;
+        if ttime.is_none() || slice_idle == 0 || (!queue.deep && queue.seeky()) {
+            enable = false;
+        } else if let Some(t) = ttime.filter(|t| t.valid()) {
+            enable = t.mean <= slice_idle;
+        }
+        queue.idle_window = enable;
+    }
+
+    /// Whether an emptied queue is worth idling for (the kernel's `cfq_should_idle`).
+    fn should_idle(&self, q: u32) -> bool {
+        let queue = &self.queues[q as usize];
+        if self.p.slice_idle == 0 || queue.class == IoClass::Idle {
+            return false;
+        }
+        if queue.idle_window && (self.rotational || !self.ncq.on()) {
+            return true;
+        }
+        // Service-tree idling: the last sync queue on its tree (typically SYNC_NOIDLE) is idled for when the
+        // tree's processes think briefly, so the tree as a whole keeps the disk.
+        let g = &self.groups[queue.group as usize];
+        let tree = queue.pos.map_or(tree_index(queue.class, queue.workload()), |p| p.tree);
+        let st = &g.trees[tree];
+        st.count() == 1 && queue.sync && !st.ttime.big(self.p.slice_idle)
+    }
+
+    /// IOPS mode: no idling on a queueing device, so groups are charged by dispatches instead of time.
+    fn iops_mode(&self) -> bool {
+        self.p.slice_idle == 0 && self.ncq.on()
+    }
+
+    /// Fires the idle timer if its time has come (at its own deadline, not at `now`).
+    fn run_idle_timer(&mut self, now: Time) {
+        let Some(a) = self.active else {
+            return;
+        };
+        let t = self.idle_deadline;
+        let queue = &mut self.queues[a as usize];
+        if !queue.wait_request || now < t {
+            return;
+        }
+        queue.wait_request = false;
+        if queue.must_dispatch {
+            return;
+        }
+        if queue.slice_used(t) {
+            self.expire(t, false);
+            return;
+        }
+        if self.busy_queues == 0 || !queue.is_empty() {
+            return;
+        }
+        // Idling did not pay off: a deep queue loses that status.
+        queue.deep = false;
+        self.expire(t, false);
+    }
+}
+
+impl Scheduler for Cfq {
+    fn name(&self) -> &'static str {
+        "cfq"
+    }
+
+    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+        self.start_flow(flow, now);
+    }
+
+    fn flow_exited(&mut self, flow: FlowId, now: Time) {
+        self.run_idle_timer(now);
+        if let Some(q) = self.flows.remove(&flow).and_then(|c| c.sync_q) {
+            self.drop_member(q, now);
+        }
+    }
+
+    fn insert(&mut self, rq: Request, now: Time) {
+        self.run_idle_timer(now);
+        let flow = rq.flow;
+        let (group, class, prio) = self.flow_params(flow, now);
+        let q = if rq.sync {
+            self.sync_queue_for(flow, group, class, prio)
+        } else {
+            self.async_queue_for(group, class, prio)
+        };
+        self.queued_parts += rq.parts();
+        let found = {
+            let rqs = &self.rqs;
+            self.queues[q as usize].merge.find(&rq, self.max_sectors, true, |h| {
+                rqs.get(usize::try_from(h).ok()?)?.as_ref().map(|s| &s.rq)
+            })
+        };
+        let rq = match found.and_then(|(h, kind)| Some((u32::try_from(h).ok()?, kind))) {
+            Some((h, kind)) => match self.merge_into(q, h, rq, kind) {
+                None => return,
+                Some(rq) => rq,
+            },
+            None => rq,
+        };
+        let h = self.add_request(q, rq, now);
+        self.rq_enqueued(q, flow, h, now);
+    }
+
+    fn dispatch(&mut self, now: Time) -> Decision {
+        self.run_idle_timer(now);
+        self.dispatch_decision(now)
+    }
+
+    fn completed(&mut self, rq: &Request, now: Time) {
+        self.run_idle_timer(now);
+        self.request_completed(rq, now);
+    }
+
+    fn queued(&self) -> usize {
+        self.queued_parts
+    }
+}
