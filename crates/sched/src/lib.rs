@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bfq;
 pub mod conformance;
 pub mod device;
 pub mod driver;

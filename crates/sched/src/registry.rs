@@ -19,13 +19,22 @@ pub struct PolicyDesc {
     pub build: BuildFn,
 }
 
-static POLICIES: &[PolicyDesc] = &[PolicyDesc {
-    name: "noop",
-    aliases: &["none"],
-    summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
-    tunables: &crate::noop::TUNABLES,
-    build: crate::noop::Noop::build,
-}];
+static POLICIES: &[PolicyDesc] = &[
+    PolicyDesc {
+        name: "bfq",
+        aliases: &[],
+        summary: "budget fair queueing: per-process sector-fair shares with B-WF2Q+, idling, low-latency raising",
+        tunables: &crate::bfq::TUNABLES,
+        build: crate::bfq::Bfq::build,
+    },
+    PolicyDesc {
+        name: "noop",
+        aliases: &["none"],
+        summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+        tunables: &crate::noop::TUNABLES,
+        build: crate::noop::Noop::build,
+    },
+];
 
 /// Every registered policy, in listing order.
 pub fn policies() -> &'static [PolicyDesc] {

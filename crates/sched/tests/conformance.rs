@@ -39,3 +39,7 @@ macro_rules! conformance {
 }
 
 conformance!(noop, "noop");
+conformance!(bfq, "bfq");
+conformance!(bfq_no_low_latency, "bfq", "low_latency=0");
+conformance!(bfq_strict_guarantees, "bfq", "strict_guarantees=1");
+conformance!(bfq_no_idling, "bfq", "slice_idle=0");
