@@ -169,6 +169,20 @@ pub fn time_charge(delta: Time, timeout: Time, max_budget: u64, service: u64) ->
     c.max(service)
 }
 
+/// The older kernels' time charge, used here for queues that timed out without being slow: the proportional
+/// charge applies only when `0 < delta < timeout`, so a timed-out queue that is not slow (a sequential reader in
+/// a slow inner zone that served more than half of `max_budget`) is charged only the sectors it received. With
+/// the current rule (`min(delta, timeout)`), such a queue would be charged a full `max_budget` whenever it used
+/// less than 2/3 of its budget, and a 2x zone difference breaks sector fairness (measured 1.25:2 instead of 2:2
+/// in `tests::weighted_shares_independent_of_zones`), contradicting the ZBR-independence claim (§7.3).
+pub fn time_charge_within_timeout(delta: Time, timeout: Time, max_budget: u64, service: u64) -> u64 {
+    if delta == 0 || delta >= timeout {
+        service
+    } else {
+        time_charge(delta, timeout, max_budget, service)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +266,8 @@ mod tests {
         assert_eq!(time_charge(62_500_000, 125 * MS, 16384, 100), 8192);
         assert_eq!(time_charge(500 * MS, 125 * MS, 16384, 100), 16384);
         assert_eq!(time_charge(MS, 125 * MS, 16384, 1000), 1000);
+        // The older rule: nothing beyond the service once the timeout has passed.
+        assert_eq!(time_charge_within_timeout(130 * MS, 125 * MS, 16384, 9000), 9000);
+        assert_eq!(time_charge_within_timeout(62_500_000, 125 * MS, 16384, 100), 8192);
     }
 }

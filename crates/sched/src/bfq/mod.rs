@@ -756,7 +756,13 @@ impl Bfq {
             budget::is_slow(delta, self.seeky(q), service, maxb, self.rotational, self.p.slice_idle);
         let left = budget.saturating_sub(service);
         if self.q(q).sync && !self.raised(q) && (slow || (reason == Expiration::BudgetTimeout && left >= budget / 3)) {
-            let tot = budget::time_charge(charge_delta, self.p.timeout_sync, maxb, service);
+            // Slow queues: the current rule. Timed-out queues that are not slow: the older rule, which spares
+            // sequential queues in slow zones (see `budget::time_charge_within_timeout`).
+            let tot = if slow {
+                budget::time_charge(charge_delta, self.p.timeout_sync, maxb, service)
+            } else {
+                budget::time_charge_within_timeout(charge_delta, self.p.timeout_sync, maxb, service)
+            };
             if let Some(en) = self.wf.ent_mut(e) {
                 if en.budget < tot {
                     en.budget = tot;
