@@ -64,10 +64,10 @@ impl QueueInject {
 pub struct DeviceInject {
     /// Requests were injected since the in-service queue last dispatched.
     pub injected: bool,
-    /// The in-service queue's request being timed as a baseline: (request id, dispatch time).
-    pub baseline: Option<(u64, Time)>,
-    /// The in-service queue's first request after injection: (request id, dispatch time).
-    pub waited: Option<(u64, Time)>,
+    /// The in-service queue is in a hole (plugged) since its last dispatch.
+    pub hole: bool,
+    /// The in-service queue's first request after a hole: (request id, dispatch time, ran alone).
+    pub waited: Option<(u64, Time, bool)>,
     /// Queue of the last completion, and its time.
     pub last_completed: Option<(u32, Time)>,
     /// Rotating start of the scan over queues.
@@ -161,7 +161,7 @@ impl Bfq {
     pub(crate) fn inject_on_set_in_service(&mut self, q: u32, now: Time) {
         self.inject.injected = false;
         self.inject.waited = None;
-        self.inject.baseline = None;
+        self.inject.hole = false;
         let short = self.q(q).has_short_ttime;
         let i = &mut self.qm(q).inject;
         if now >= i.decrease_time.saturating_add(INJECT_RESET_PERIOD) {
@@ -171,50 +171,50 @@ impl Bfq {
         }
     }
 
-    /// At a dispatch from `q`: injected requests are noted; the in-service queue's requests are timed, alone
-    /// (baseline) or right after injection (the check).
+    /// At a dispatch from `q`: injected requests are counted; the in-service queue's first request after a hole
+    /// (a period in which it was plugged) is timed, noting whether it ran alone in the device.
     pub(crate) fn inject_on_dispatch(&mut self, q: u32, rq: &Request, in_driver_before: u32, now: Time) {
         if q != self.in_service {
             self.inject.injected = true;
             self.inject.count += 1;
             return;
         }
-        if self.inject.injected {
-            self.inject.waited = Some((rq.id.0, now));
+        if self.inject.hole {
+            self.inject.hole = false;
+            self.inject.waited = Some((rq.id.0, now, in_driver_before == 0 && !self.inject.injected));
             self.inject.injected = false;
-        } else if in_driver_before == 0 && self.inject.baseline.is_none() {
-            self.inject.baseline = Some((rq.id.0, now));
         }
     }
 
-    /// At a completion: updates the baseline or adapts the limit.
+    /// At the completion of the timed request: a request that ran alone gives the baseline service time; then
+    /// the limit goes down if the request took at least 3/2 of the baseline, up otherwise.
     pub(crate) fn inject_on_completion(&mut self, q: u32, rq: &Request, now: Time) {
-        if let Some((id, t)) = self.inject.baseline {
-            if id == rq.id.0 {
-                self.inject.baseline = None;
-                let d = now.saturating_sub(t).max(1);
-                let i = &mut self.qm(q).inject;
-                if i.last_serv_time == 0 || d < i.last_serv_time {
-                    i.last_serv_time = d;
-                }
+        let Some((id, t, alone)) = self.inject.waited else {
+            return;
+        };
+        if id != rq.id.0 {
+            return;
+        }
+        self.inject.waited = None;
+        let d = now.saturating_sub(t).max(1);
+        let depth = self.queue_depth;
+        let i = &mut self.qm(q).inject;
+        if alone && (i.last_serv_time == 0 || d < i.last_serv_time) {
+            i.last_serv_time = d;
+        }
+        if i.last_serv_time > 0 {
+            if d * SLOWDOWN_DEN >= i.last_serv_time * SLOWDOWN_NUM {
+                i.limit = i.limit.saturating_sub(1);
+                i.decrease_time = now;
+            } else if i.limit < depth {
+                i.limit += 1;
             }
         }
-        if let Some((id, t)) = self.inject.waited {
-            if id == rq.id.0 {
-                self.inject.waited = None;
-                let d = now.saturating_sub(t);
-                let depth = self.queue_depth;
-                let i = &mut self.qm(q).inject;
-                if i.last_serv_time > 0 {
-                    if d * SLOWDOWN_DEN >= i.last_serv_time * SLOWDOWN_NUM {
-                        i.limit = i.limit.saturating_sub(1);
-                        i.decrease_time = now;
-                    } else if i.limit < depth {
-                        i.limit += 1;
-                    }
-                }
-            }
-        }
+    }
+
+    /// The in-service queue `q` is plugged (empty and waiting): a hole starts.
+    pub(crate) fn inject_on_plug(&mut self, _q: u32) {
+        self.inject.hole = true;
     }
 
     /// Remembers the last completion for waker detection.

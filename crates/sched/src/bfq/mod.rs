@@ -306,7 +306,7 @@ impl Bfq {
             io_bound: true,
             has_short_ttime: sync,
             seek_history: 1,
-            wr: weight_raising::WrState::new(),
+            wr: weight_raising::WrState::new(now),
             burst: burst::QueueBurst::new(now),
             inject: inject::QueueInject::new(now),
             ..Queue::default()
@@ -858,6 +858,7 @@ impl Bfq {
                 return Pick::Serve(q);
             }
             if self.q(q).wait_request || (self.q(q).dispatched > 0 && self.better_to_idle(q)) {
+                self.inject_on_plug(q);
                 return match self.injection_candidate(q, now) {
                     Some(c) => Pick::Serve(c),
                     None => Pick::Wait,

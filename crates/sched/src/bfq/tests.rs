@@ -190,7 +190,7 @@ impl Sim {
                     break;
                 }
                 let sector = p.sector();
-                let dir = Direction::Read;
+                let dir = if p.sync { Direction::Read } else { Direction::Write };
                 let rq = Request::new(RequestId(self.next_id), p.info.id, dir, p.sync, sector, p.size);
                 p.outstanding += 1;
                 p.issued += 1;
@@ -458,4 +458,287 @@ fn weighted_shares_independent_of_zones() {
     assert_shares(weighted_run([outer, outer + (1 << 24), outer + (2 << 24)]), "all outer");
     assert_shares(weighted_run([inner, inner + (1 << 24), inner + (2 << 24)]), "all inner");
     assert_shares(weighted_run([outer, inner, outer + (1 << 24)]), "mixed zones");
+}
+
+// No request waits longer than the bound the algorithm implies. Setting: an HDD without NCQ, low_latency=0 (no
+// raising, so every budget timeout is timeout_sync), equal weights, N = 7 queues: 4 always-backlogged
+// sequential readers, 2 seeky readers, 1 async sequential writer.
+//
+// - A slot lasts at most T_slot = timeout_sync (125 ms) + one request's service (the timeout is checked lazily,
+//   at the next completion or dispatch: seek 8 ms + 256 sectors at 100 sectors/ms = 10.56 ms) + one idle wait
+//   (slice_idle, 8 ms: an idling queue with less than a third of its budget left waits for its timer) = 143.56 ms.
+// - B-WF2Q+ serves the eligible queue with the smallest finish time; with equal weights and budgets bounded by
+//   max_budget, a backlogged queue lags its fair share by at most one maximum budget, so between two of its
+//   slots every other queue gets at most 2 slots: a queue waits at most 2 (N - 1) slots.
+// - Inside its queue a request may be passed over in sector order, but once its FIFO deadline (125 ms sync,
+//   250 ms async) has passed it is served at the start of the queue's next slot.
+// So a request waits at most for one turn of its queue (2 (N - 1) other slots and its own slot, in which it may
+// be passed over), its FIFO deadline, and one more turn, in which the FIFO puts it first:
+//   bound = fifo_expire_async + 2 x (2 (N - 1) + 1) x T_slot = 250 ms + 2 x 13 x 143.56 ms = 3.98 s.
+#[test]
+fn no_request_waits_longer_than_the_bound() {
+    let mut procs = Vec::new();
+    for i in 1..=4u32 {
+        let mut p = Proc::seq(i, u64::from(i) << 26);
+        p.depth = 4;
+        procs.push(p);
+    }
+    for i in 5..=6u32 {
+        let mut p = Proc::random(i);
+        p.think = MS;
+        procs.push(p);
+    }
+    let mut w = Proc::seq(7, 7 << 26);
+    w.sync = false;
+    w.depth = 8;
+    w.size = 128;
+    procs.push(w);
+    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, procs);
+    sim.run_until(60 * SEC);
+    let n = 7u64;
+    let t_slot = 125 * MS + 8 * MS + 256 * MS / 100 + 8 * MS;
+    let bound = 250 * MS + 2 * (2 * (n - 1) + 1) * t_slot;
+    let worst = sim.log.iter().map(|&(d, _, t)| d - t).max().unwrap();
+    assert!(sim.log.len() > 10_000);
+    assert!(worst <= bound, "worst wait {worst} ns > bound {bound} ns");
+    // Every flow was served.
+    for f in 1..=7u32 {
+        assert!(sim.log.iter().any(|x| x.1 == FlowId(f)), "flow {f} starved");
+    }
+}
+
+// On the randomized conformance sequences weights (1..1000), classes (strict priority) and groups are random,
+// so the lag bound scales with weight ratios up to 1000 and is not a useful number. What holds there without
+// idling (slice_idle=0) on a queueing device: BFQ never plugs, so a request waits only while the 31-32 tags are
+// full, and every in-service slot ends within its budget timeout plus one request's service:
+// bound = timeout_sync + max_service = 129 ms.
+#[test]
+fn conformance_waits_without_idling_stay_within_a_few_slots() {
+    use crate::conformance::{run, Config};
+    for dev in [DeviceInfo::hdd(), DeviceInfo::ssd()] {
+        for seed in 1..=4u64 {
+            let mut cfg = Config::new(seed, dev.clone());
+            cfg.tunables = vec!["slice_idle=0".into()];
+            let r = run("bfq", &cfg).unwrap();
+            let t_slot = 125 * MS + cfg.max_service;
+            let worst = r.max_wait(|_| true);
+            assert!(worst <= t_slot, "{}: worst {worst} ns", dev.name);
+        }
+    }
+}
+
+fn next_rq(b: &mut Bfq, now: Time) -> Request {
+    match b.dispatch(now) {
+        Decision::Dispatch(r) => r,
+        d => panic!("expected a dispatch, got {d:?}"),
+    }
+}
+
+fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
+    Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
+}
+
+// The FIFO is consulted once per slot, after the slot's first dispatch: with every request expired, the first
+// dispatch follows the elevator (sector 0), the second is the FIFO head (the oldest, far away), and from then on
+// the elevator again, even though the second-oldest request has expired too.
+#[test]
+fn fifo_consulted_once_per_slot() {
+    let mut b = bfq(&DeviceInfo::ssd(), &["low_latency=0"]);
+    b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+    b.insert(read(1, 1, 1_000_000, 8), 0);
+    b.insert(read(2, 1, 500_000, 8), 0);
+    for (i, s) in [(3, 0), (4, 16), (5, 32), (6, 48)] {
+        b.insert(read(i, 1, s, 8), 0);
+    }
+    let now = 200 * MS; // all deadlines (125 ms) passed
+    let order: Vec<u64> = (0..6).map(|_| next_rq(&mut b, now).id.0).collect();
+    assert_eq!(order, vec![3, 1, 4, 5, 6, 2]);
+}
+
+// Large burst: queues created less than 180 ms apart form a burst; at the 8th the burst is large and all its
+// queues are marked, and later ones join the large burst. Their requests are not raised.
+#[test]
+fn large_burst_is_detected_and_not_raised() {
+    let mut b = bfq(&hdd1(), &[]);
+    for f in 1..=10u32 {
+        b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+    }
+    let mut qs = Vec::new();
+    for f in 1..=10u32 {
+        let now = u64::from(f) * 20 * MS;
+        b.insert(read(u64::from(f), f, u64::from(f) << 20, 8), now);
+        qs.push(b.flows[&f].sync_q);
+    }
+    for (i, &q) in qs.iter().enumerate() {
+        assert!(b.q(q).burst.in_large_burst, "queue {i}");
+    }
+    // The 9th and 10th were created in a large burst: never raised.
+    assert_eq!(b.q(qs[8]).wr.coeff, 1);
+    assert_eq!(b.q(qs[9]).wr.coeff, 1);
+    // The first ones were raised at creation; their raising ends at their next dispatch in service.
+    assert_eq!(b.q(qs[0]).wr.coeff, 30);
+    let _ = next_rq(&mut b, SEC);
+    // A queue created after a pause of more than 180 ms starts a new burst and is raised.
+    b.flow_started(&FlowInfo::new(FlowId(11)), 0);
+    b.insert(read(11, 11, 1 << 32, 8), 2 * SEC);
+    let q = b.flows[&11].sync_q;
+    assert!(!b.q(q).burst.in_large_burst);
+    assert_eq!(b.q(q).wr.coeff, 30);
+}
+
+// Early queue merging: two processes reading interleaved 8-sector chunks of the same region (one takes the even
+// chunks, the other the odd ones) on a disk are cooperators; they end up sharing one queue, which the disk sees
+// as one sequential stream. When the shared queue turns seeky (both start random reads) it is split at each
+// process's next request.
+#[test]
+fn queue_merge_and_split() {
+    let mut a = Proc::seq(1, 0);
+    a.size = 8;
+    a.gap = 8;
+    a.depth = 1;
+    let mut c = Proc::seq(2, 8);
+    c.size = 8;
+    c.gap = 8;
+    c.depth = 1;
+    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![a, c]);
+    sim.run_until(50 * MS);
+    assert_eq!(sim.queue_of(1), sim.queue_of(2), "cooperating flows share a queue");
+    let shared = sim.queue_of(1);
+    assert!(sim.b.q(shared).merge.coop);
+    for p in sim.procs.iter_mut() {
+        p.random = true;
+    }
+    sim.run_until(3 * SEC);
+    assert_ne!(sim.queue_of(1), sim.queue_of(2), "split after turning seeky");
+}
+
+// strict_guarantees: at most one request in the device, whatever the queue depth.
+#[test]
+fn strict_guarantees_one_in_flight() {
+    let procs: Vec<Proc> = (1..=4)
+        .map(|i| {
+            let mut p = Proc::random(i);
+            p.depth = 4;
+            p
+        })
+        .collect();
+    let mut sim = Sim::new(
+        bfq(&DeviceInfo::ssd(), &["strict_guarantees=1"]),
+        TestDev::ssd(),
+        32,
+        procs,
+    );
+    sim.run_until(2 * SEC);
+    assert!(sim.log.len() > 1000);
+    assert_eq!(sim.max_in_dev, 1);
+}
+
+// IDLE class: with a backlogged best-effort reader, an IDLE-class reader is still served at least once every
+// 200 ms plus the length of the slot that was running (timeout 125 ms + one request + one idle wait), and only
+// one request per slot (its queue is expired after each dispatch while others are busy).
+#[test]
+fn idle_class_served_every_200ms() {
+    let mut be = Proc::seq(1, 0);
+    be.depth = 4;
+    let mut idle = Proc::seq(2, 1 << 28);
+    idle.depth = 4;
+    idle.info = idle.info.with_class(IoClass::Idle, 7);
+    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![be, idle]);
+    sim.run_until(10 * SEC);
+    let idle_times: Vec<Time> = sim.log.iter().filter(|x| x.1 == FlowId(2)).map(|x| x.0).collect();
+    assert!(idle_times.len() >= 10, "{}", idle_times.len());
+    let max_gap = idle_times.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(max_gap <= 200 * MS + 125 * MS + 11 * MS + 8 * MS, "gap {max_gap}");
+    let be_n = sim.log.iter().filter(|x| x.1 == FlowId(1)).count();
+    assert!(be_n > 10 * idle_times.len(), "BE {be_n} vs IDLE {}", idle_times.len());
+}
+
+// Injection: on a queueing SSD, a heavy queue (weight 400) with a short think time is idled for (asymmetric
+// weights). While it is plugged, requests of the light queues are injected, up to inject_limit, which starts
+// at 0 and grows as long as the heavy queue's requests are not slowed down by 3/2 of their baseline.
+#[test]
+fn injection_while_idling() {
+    let mut heavy = Proc::seq(1, 0);
+    heavy.depth = 1;
+    heavy.size = 8;
+    heavy.think = MS;
+    heavy.info = heavy.info.with_weight(400);
+    let mut procs = vec![heavy];
+    for i in 2..=4u32 {
+        let mut p = Proc::random(i);
+        p.depth = 4;
+        procs.push(p);
+    }
+    let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
+    let mut max_limit = 0;
+    for k in 1..=300 {
+        sim.run_until(k * 10 * MS);
+        let q = sim.queue_of(1);
+        if q != NONE {
+            max_limit = max_limit.max(sim.b.q(q).inject.limit);
+        }
+    }
+    assert_eq!(sim.b.hw.hw_tag, Some(true));
+    assert!(sim.b.inject.count > 100, "injected {}", sim.b.inject.count);
+    let q = sim.queue_of(1);
+    assert!(sim.b.q(q).inject.last_serv_time > 0, "baseline measured");
+    assert!(max_limit >= 1, "limit grew");
+}
+
+// Soft real-time: a queue that issues a little I/O (8 sectors) every 100 ms, well under 7000 sectors/s, and
+// arrives after its soft_rt_next_start, is raised x3000 (30 x 100) for 300 ms periods renewed at each batch.
+#[test]
+fn soft_real_time_raising() {
+    let mut player = Proc::random(1);
+    player.think = 100 * MS;
+    let mut sim = Sim::new(bfq(&hdd1(), &[]), TestDev::hdd(), 1, vec![player]);
+    sim.run_until(2 * SEC);
+    let q = sim.queue_of(1);
+    assert_eq!(sim.b.q(q).wr.coeff, 3000);
+    assert_eq!(sim.b.q(q).wr.kind, weight_raising::WrKind::SoftRt);
+    assert!(
+        sim.b.q(q).wr.start_at_switch_to_srt.is_some(),
+        "the interactive period is remembered"
+    );
+}
+
+// Async raising: a busy async queue receiving a request at least 500 ms after its previous one is raised.
+#[test]
+fn async_raising_after_long_gap() {
+    let mut b = bfq(&hdd1(), &[]);
+    b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+    let mut w = |id: u64, s: u64| Request::new(RequestId(id), FlowId(1), Direction::Write, false, s, 8);
+    b.insert(w(1, 0), 0);
+    b.insert(w(2, 1 << 20), MS);
+    let q = b.groups[0].async_q[8 + 4];
+    assert_eq!(b.q(q).wr.coeff, 1);
+    b.insert(w(3, 2 << 20), 600 * MS);
+    assert_eq!(b.q(q).wr.coeff, 30);
+}
+
+// Tag limits: sync reads never limited; async 50% and sync writes 75%, or 3/16 and 6/16 while a queue is raised.
+#[test]
+fn depth_limits() {
+    assert_eq!(depth_limit(Direction::Read, true, 64, true), 64);
+    assert_eq!(depth_limit(Direction::Write, false, 64, false), 32);
+    assert_eq!(depth_limit(Direction::Write, true, 64, false), 48);
+    assert_eq!(depth_limit(Direction::Write, false, 64, true), 12);
+    assert_eq!(depth_limit(Direction::Write, true, 64, true), 24);
+    assert_eq!(depth_limit(Direction::Write, false, 1, true), 1);
+}
+
+// Budget feedback in the policy: an always-backlogged sequential reader alone on the disk exhausts its budget
+// (2/3 x 16384 at creation) and gets 4x, capped at the maximum; a seeky reader that times out gets 2x.
+#[test]
+fn budget_grows_in_the_policy() {
+    let mut reader = Proc::seq(1, 0);
+    reader.depth = 8;
+    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![reader]);
+    let q0 = {
+        sim.run_until(1);
+        sim.queue_of(1)
+    };
+    assert_eq!(sim.b.q(q0).max_budget, 16384 * 2 / 3);
+    sim.run_until(200 * MS);
+    assert_eq!(sim.b.q(q0).max_budget, 16384, "x4 capped at the maximum");
 }

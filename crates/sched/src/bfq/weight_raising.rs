@@ -58,11 +58,13 @@ pub struct WrState {
 }
 
 impl WrState {
-    /// Not raised; soft real-time not possible until the queue has been observed once.
-    pub fn new() -> Self {
+    /// Not raised. `soft_rt_next_start` starts at the creation time `now`, so a queue that is still in its
+    /// interactive period can switch to soft real-time raising at its next idle→busy switch (the interactive
+    /// period is then remembered and resumed).
+    pub fn new(now: Time) -> Self {
         WrState {
             coeff: 1,
-            soft_rt_next_start: Time::MAX,
+            soft_rt_next_start: now,
             ..WrState::default()
         }
     }
@@ -291,12 +293,7 @@ impl Bfq {
         let by_gap = now
             .saturating_add(self.p.slice_idle)
             .saturating_add(SOFTRT_NEXT_START_MARGIN);
-        let old = if w.soft_rt_next_start == Time::MAX {
-            0
-        } else {
-            w.soft_rt_next_start
-        };
-        old.max(by_rate).max(by_gap)
+        w.soft_rt_next_start.max(by_rate).max(by_gap)
     }
 
     /// At expiration: plans the earliest soft real-time reactivation if the queue is drained.
