@@ -14,6 +14,7 @@
 
 pub mod anticipatory;
 pub mod cfq;
+pub mod bfq;
 pub mod conformance;
 pub mod deadline;
 pub mod device;

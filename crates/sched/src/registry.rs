@@ -21,6 +21,13 @@ pub struct PolicyDesc {
 
 static POLICIES: &[PolicyDesc] = &[
     PolicyDesc {
+        name: "bfq",
+        aliases: &[],
+        summary: "budget fair queueing: per-process sector-fair shares with B-WF2Q+, idling, low-latency raising",
+        tunables: &crate::bfq::TUNABLES,
+        build: crate::bfq::Bfq::build,
+    },
+    PolicyDesc {
         name: "noop",
         aliases: &["none"],
         summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",

@@ -53,3 +53,7 @@ conformance!(kyber, "kyber");
 conformance!(cfq, "cfq");
 conformance!(cfq_no_slice_idle, "cfq", "slice_idle=0");
 conformance!(cfq_no_low_latency, "cfq", "low_latency=0");
+conformance!(bfq, "bfq");
+conformance!(bfq_no_low_latency, "bfq", "low_latency=0");
+conformance!(bfq_strict_guarantees, "bfq", "strict_guarantees=1");
+conformance!(bfq_no_idling, "bfq", "slice_idle=0");

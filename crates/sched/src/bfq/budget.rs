@@ -1,0 +1,273 @@
+//! Budgets: the autotuned maximum, the minimum, service charging, and the feedback applied at every expiration
+//! (`schedulers.md` §1.3).
+
+use crate::types::{Time, MS};
+
+/// Maximum budget before autotuning has seen enough slots (sectors): 16384 = 8 MiB.
+pub const DEFAULT_MAX_BUDGET: u64 = 16 * 1024;
+
+/// `min_budget = max_budget / MIN_BUDGET_DIV`: the smallest budget a shrinking queue can reach (512 sectors by
+/// default), small enough for latency, large enough to amortise a seek.
+pub const MIN_BUDGET_DIV: u64 = 32;
+
+/// Filtered count of assigned budgets after which the autotuned maximum is used (about 11 slots).
+pub const BUDGETS_TO_AUTOTUNE: u64 = 194;
+
+/// Async requests cost this many times their size (unless raised or in an asymmetric scenario), which limits
+/// how much writeback can steal from sync I/O.
+pub const ASYNC_CHARGE_FACTOR: u64 = 3;
+
+/// Below this slot length (ns) the service rate cannot be judged: seekiness decides slowness. 1 ms.
+pub const SLOW_DELTA_MIN: Time = MS;
+
+/// Up to this slot length (ns) slowness is still judged by seekiness; beyond it, by service received. 20 ms.
+pub const SLOW_DELTA_MAX: Time = 20 * MS;
+
+/// Time charged for a too-short slot on a non-rotational device (ns): `BFQ_MIN_TT`, 2 ms.
+pub const SHORT_SLOT_CHARGE_NONROT: Time = 2 * MS;
+
+/// Why an in-service queue stops being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiration {
+    /// The idle timer fired with the queue still empty.
+    TooIdle,
+    /// The slot lasted longer than the budget timeout.
+    BudgetTimeout,
+    /// The next request would not fit in the remaining budget.
+    BudgetExhausted,
+    /// The queue emptied and idling is not worth it.
+    NoMoreRequests,
+    /// Another queue took the device.
+    Preempted,
+}
+
+/// Device-wide budget state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budgets {
+    /// User maximum (sectors), 0 = autotune.
+    pub user_max: u64,
+    /// Current autotuned (or user) maximum (sectors).
+    pub max: u64,
+    /// Filtered count of assigned budgets (`(7 b + 256) / 8` per slot).
+    pub assigned: u64,
+}
+
+impl Budgets {
+    /// State at start: `user_max` from the tunable (0 = auto).
+    pub fn new(user_max: u64) -> Self {
+        Budgets {
+            user_max,
+            max: if user_max > 0 { user_max } else { DEFAULT_MAX_BUDGET },
+            assigned: 0,
+        }
+    }
+
+    /// Largest budget (sectors): the default until [`BUDGETS_TO_AUTOTUNE`], then the tuned or user value.
+    pub fn max_budget(&self) -> u64 {
+        if self.assigned < BUDGETS_TO_AUTOTUNE {
+            DEFAULT_MAX_BUDGET
+        } else {
+            self.max.max(MIN_BUDGET_DIV)
+        }
+    }
+
+    /// Smallest budget (sectors): `max_budget / 32`.
+    pub fn min_budget(&self) -> u64 {
+        (self.max_budget() / MIN_BUDGET_DIV).max(1)
+    }
+
+    /// Counts one more budget assignment (a queue set in service).
+    pub fn assigned_one(&mut self) {
+        self.assigned = (7 * self.assigned + 256) / 8;
+    }
+
+    /// Autotunes the maximum from a new peak rate (sectors/µs << 16) and the budget timeout: the sectors that can
+    /// be served in one timeout at the peak rate. Ignored when the user set `max_budget`.
+    pub fn autotune(&mut self, peak_rate: u64, timeout: Time) {
+        if self.user_max == 0 {
+            let timeout_us = timeout / 1000;
+            self.max = ((u128::from(peak_rate) * u128::from(timeout_us)) >> super::peak_rate::RATE_SHIFT) as u64;
+            self.max = self.max.max(MIN_BUDGET_DIV);
+        }
+    }
+
+    /// Initial maximum budget of a new queue: 2/3 of the device maximum.
+    pub fn new_queue_max(&self) -> u64 {
+        self.max_budget() * 2 / 3
+    }
+
+    /// Budget feedback at expiration: the queue's new maximum budget (sectors) from its old one `b`.
+    pub fn recalc(&self, b: u64, reason: Expiration, sync: bool, raised: bool, service: u64, in_flight: bool) -> u64 {
+        let max = self.max_budget();
+        let min = self.min_budget();
+        if !sync {
+            return max;
+        }
+        if raised {
+            return 2 * min;
+        }
+        let nb = match reason {
+            Expiration::TooIdle if in_flight => (2 * b).min(max),
+            Expiration::TooIdle => {
+                if b > 5 * min {
+                    b - 4 * min
+                } else {
+                    min
+                }
+            }
+            Expiration::BudgetTimeout => (2 * b).min(max),
+            Expiration::BudgetExhausted => (4 * b).min(max),
+            Expiration::NoMoreRequests => service.max(min),
+            Expiration::Preempted => b,
+        };
+        if self.user_max == 0 && self.assigned >= BUDGETS_TO_AUTOTUNE {
+            nb.min(max)
+        } else {
+            nb
+        }
+    }
+}
+
+/// Service charged for a request of `sectors`: its size, or [`ASYNC_CHARGE_FACTOR`] times it for an async,
+/// non-raised queue in a symmetric scenario.
+pub fn charge(sectors: u32, sync: bool, raised: bool, asymmetric: bool) -> u64 {
+    if sync || raised || asymmetric {
+        u64::from(sectors)
+    } else {
+        u64::from(sectors) * ASYNC_CHARGE_FACTOR
+    }
+}
+
+/// Whether a queue that was served for `delta` (ns) counts as slow, and the time to charge it for (ns).
+pub fn is_slow(
+    delta: Time,
+    seeky: bool,
+    service: u64,
+    max_budget: u64,
+    rotational: bool,
+    slice_idle: Time,
+) -> (bool, Time) {
+    if delta < SLOW_DELTA_MIN {
+        let d = if rotational {
+            slice_idle
+        } else {
+            SHORT_SLOT_CHARGE_NONROT
+        };
+        (seeky, d)
+    } else if delta <= SLOW_DELTA_MAX {
+        (seeky, delta)
+    } else {
+        (service < max_budget / 2, delta)
+    }
+}
+
+/// Time-based charge (sectors) for a slow queue: what a full-speed queue would have received in `delta`, i.e.
+/// `max(service, max_budget * min(delta, timeout) / timeout)`.
+pub fn time_charge(delta: Time, timeout: Time, max_budget: u64, service: u64) -> u64 {
+    let t = delta.min(timeout);
+    let c = (u128::from(max_budget) * u128::from(t) / u128::from(timeout.max(1))) as u64;
+    c.max(service)
+}
+
+/// The older kernels' time charge, used here for queues that timed out without being slow: the proportional
+/// charge applies only when `0 < delta < timeout`, so a timed-out queue that is not slow (a sequential reader in
+/// a slow inner zone that served more than half of `max_budget`) is charged only the sectors it received. With
+/// the current rule (`min(delta, timeout)`), such a queue would be charged a full `max_budget` whenever it used
+/// less than 2/3 of its budget, and a 2x zone difference breaks sector fairness (measured 1.25:2 instead of 2:2
+/// in `tests::weighted_shares_independent_of_zones`), contradicting the ZBR-independence claim (§7.3).
+pub fn time_charge_within_timeout(delta: Time, timeout: Time, max_budget: u64, service: u64) -> u64 {
+    if delta == 0 || delta >= timeout {
+        service
+    } else {
+        time_charge(delta, timeout, max_budget, service)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A sequential queue that uses its whole budget earns four times the budget, one that times out twice the
+    // budget (room for slow zones), both capped at the device maximum.
+    #[test]
+    fn budget_grows_x4_on_exhaustion_and_x2_on_timeout() {
+        let b = Budgets::new(0);
+        assert_eq!(
+            b.recalc(1000, Expiration::BudgetExhausted, true, false, 1000, false),
+            4000
+        );
+        assert_eq!(b.recalc(1000, Expiration::BudgetTimeout, true, false, 500, false), 2000);
+        assert_eq!(
+            b.recalc(10_000, Expiration::BudgetExhausted, true, false, 0, false),
+            16384
+        );
+    }
+
+    // Too-idle with nothing in flight is the only shrinking case (by 4 x min_budget, floored at min_budget);
+    // no-more-requests tracks the real demand; preemption changes nothing; raised and async queues are fixed.
+    #[test]
+    fn other_feedback_rules() {
+        let b = Budgets::new(0);
+        let min = b.min_budget();
+        assert_eq!(min, 512);
+        assert_eq!(
+            b.recalc(8000, Expiration::TooIdle, true, false, 10, false),
+            8000 - 4 * min
+        );
+        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, false), min);
+        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, true), 4000);
+        assert_eq!(b.recalc(2000, Expiration::NoMoreRequests, true, false, 700, false), 700);
+        assert_eq!(b.recalc(2000, Expiration::NoMoreRequests, true, false, 7, false), min);
+        assert_eq!(b.recalc(2000, Expiration::Preempted, true, false, 7, false), 2000);
+        assert_eq!(
+            b.recalc(2000, Expiration::BudgetExhausted, true, true, 7, false),
+            2 * min
+        );
+        assert_eq!(
+            b.recalc(2000, Expiration::NoMoreRequests, false, false, 7, false),
+            16384
+        );
+    }
+
+    // The filtered counter needs 11 assignments to reach 194; until then the default maximum is used. Autotune
+    // at the initial HDD peak (9333) and 125 ms gives 9333 * 125000 >> 16 = 17801 sectors.
+    #[test]
+    fn autotune_after_194_budgets() {
+        let mut b = Budgets::new(0);
+        b.autotune(9333, 125 * MS);
+        assert_eq!(b.max, 17_801);
+        let mut n = 0;
+        while b.max_budget() == DEFAULT_MAX_BUDGET {
+            b.assigned_one();
+            n += 1;
+        }
+        assert_eq!(n, 11);
+        assert_eq!(b.max_budget(), 17_801);
+    }
+
+    // Async requests are charged x3 unless raised or asymmetric.
+    #[test]
+    fn async_charge_factor() {
+        assert_eq!(charge(8, false, false, false), 24);
+        assert_eq!(charge(8, true, false, false), 8);
+        assert_eq!(charge(8, false, true, false), 8);
+        assert_eq!(charge(8, false, false, true), 8);
+    }
+
+    // Slowness: under 1 ms seekiness decides and a fixed time is charged; above 20 ms, less than half the maximum
+    // budget means slow; the charge is proportional to the time used, capped at the timeout.
+    #[test]
+    fn slowness_and_time_charge() {
+        assert_eq!(is_slow(500_000, true, 0, 16384, true, 8 * MS), (true, 8 * MS));
+        assert_eq!(is_slow(500_000, false, 0, 16384, false, 8 * MS), (false, 2 * MS));
+        assert_eq!(is_slow(10 * MS, true, 0, 16384, true, 8 * MS), (true, 10 * MS));
+        assert!(is_slow(50 * MS, false, 1000, 16384, true, 8 * MS).0);
+        assert!(!is_slow(50 * MS, true, 9000, 16384, true, 8 * MS).0);
+        assert_eq!(time_charge(62_500_000, 125 * MS, 16384, 100), 8192);
+        assert_eq!(time_charge(500 * MS, 125 * MS, 16384, 100), 16384);
+        assert_eq!(time_charge(MS, 125 * MS, 16384, 1000), 1000);
+        // The older rule: nothing beyond the service once the timeout has passed.
+        assert_eq!(time_charge_within_timeout(130 * MS, 125 * MS, 16384, 9000), 9000);
+        assert_eq!(time_charge_within_timeout(62_500_000, 125 * MS, 16384, 100), 8192);
+    }
+}

@@ -1,0 +1,308 @@
+//! Requests inside one BFQ queue (`schedulers.md` §1.1, §1.9): a sector-sorted set, a FIFO with per-request
+//! deadlines that is consulted at most once per service slot, and the choice of the next request by a one-way
+//! elevator with a penalised short backward seek.
+
+use crate::merge::MergeIndex;
+use crate::types::{Request, Time};
+use std::collections::{BTreeSet, VecDeque};
+
+/// One stored request.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The request, `None` when the slot is free.
+    pub rq: Option<Request>,
+    /// Index of the queue holding it.
+    pub queue: u32,
+    /// FIFO deadline (ns).
+    pub fifo_time: Time,
+    /// Incremented each time the slot is reused, so stale FIFO entries can be recognised.
+    pub gen: u32,
+}
+
+/// All queued requests of the policy, in reusable slots, with the merge index over them.
+#[derive(Debug, Clone, Default)]
+pub struct Store {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Back/front merge lookup; handles are slot indices.
+    pub index: MergeIndex,
+}
+
+impl Store {
+    /// Stores `rq` for `queue` with deadline `fifo_time`; returns its slot.
+    pub fn alloc(&mut self, rq: Request, queue: u32, fifo_time: Time) -> u32 {
+        if let Some(i) = self.free.pop() {
+            if let Some(s) = self.slots.get_mut(i as usize) {
+                s.gen = s.gen.wrapping_add(1);
+                s.queue = queue;
+                s.fifo_time = fifo_time;
+                self.index.add(u64::from(i), &rq);
+                s.rq = Some(rq);
+                return i;
+            }
+        }
+        let i = self.slots.len() as u32;
+        self.index.add(u64::from(i), &rq);
+        self.slots.push(Slot {
+            rq: Some(rq),
+            queue,
+            fifo_time,
+            gen: 0,
+        });
+        i
+    }
+
+    /// Takes the request out of slot `i`, freeing the slot.
+    pub fn take(&mut self, i: u32) -> Option<Request> {
+        let s = self.slots.get_mut(i as usize)?;
+        let rq = s.rq.take()?;
+        self.index.remove(u64::from(i), &rq);
+        self.free.push(i);
+        Some(rq)
+    }
+
+    /// The slot `i`.
+    pub fn slot(&self, i: u32) -> Option<&Slot> {
+        self.slots.get(i as usize)
+    }
+
+    /// The request in slot `i`.
+    pub fn rq(&self, i: u32) -> Option<&Request> {
+        self.slots.get(i as usize)?.rq.as_ref()
+    }
+
+    /// The slot `i`, mutably.
+    pub fn slot_mut(&mut self, i: u32) -> Option<&mut Slot> {
+        self.slots.get_mut(i as usize)
+    }
+}
+
+/// What the elevator compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cand {
+    /// First sector.
+    pub sector: u64,
+    /// Sync request.
+    pub sync: bool,
+    /// Metadata request.
+    pub meta: bool,
+}
+
+impl Cand {
+    /// The candidate view of a request.
+    pub fn of(rq: &Request) -> Self {
+        Cand {
+            sector: rq.sector,
+            sync: rq.sync,
+            meta: rq.meta,
+        }
+    }
+}
+
+/// `bfq_choose_req`: true if `a` should be served before `b`, for a head at sector `last`.
+///
+/// Sync beats async, then metadata beats data; then a one-way elevator: a forward distance counts as is, a
+/// backward one within `back_max` sectors counts `penalty` times, a farther backward one "wraps". The smaller
+/// distance wins, ties to the higher sector; if both wrap, the lower sector wins.
+pub fn choose_first(a: Cand, b: Cand, last: u64, back_max: u64, penalty: u64) -> bool {
+    if a.sync != b.sync {
+        return a.sync;
+    }
+    if a.meta != b.meta {
+        return a.meta;
+    }
+    let dist = |s: u64| -> Option<u64> {
+        if s >= last {
+            Some(s - last)
+        } else if s.saturating_add(back_max) >= last {
+            Some((last - s).saturating_mul(penalty))
+        } else {
+            None
+        }
+    };
+    match (dist(a.sector), dist(b.sector)) {
+        (Some(da), Some(db)) => {
+            if da != db {
+                da < db
+            } else {
+                a.sector >= b.sector
+            }
+        }
+        (Some(_), None) => true,
+        (None, Some(_)) => false,
+        (None, None) => a.sector <= b.sector,
+    }
+}
+
+/// The requests of one queue.
+#[derive(Debug, Clone, Default)]
+pub struct QueueRqs {
+    /// (sector, slot), sector-sorted.
+    pub sort: BTreeSet<(u64, u32)>,
+    /// (slot, generation) in arrival order; entries of dispatched requests are dropped lazily.
+    pub fifo: VecDeque<(u32, u32)>,
+    /// The request to serve next.
+    pub next: Option<u32>,
+}
+
+impl QueueRqs {
+    /// Number of queued requests (merged requests count once).
+    pub fn len(&self) -> usize {
+        self.sort.len()
+    }
+
+    /// True if nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.sort.is_empty()
+    }
+
+    /// Adds the request in `slot`; it becomes `next` if the elevator prefers it to the current one.
+    pub fn add(&mut self, slot: u32, store: &Store, last: u64, back_max: u64, penalty: u64) {
+        let (Some(rq), Some(s)) = (store.rq(slot), store.slot(slot)) else {
+            return;
+        };
+        self.sort.insert((rq.sector, slot));
+        self.fifo.push_back((slot, s.gen));
+        self.next = match self.next.and_then(|n| store.rq(n).map(|r| (n, r))) {
+            Some((n, cur)) if !choose_first(Cand::of(rq), Cand::of(cur), last, back_max, penalty) => Some(n),
+            _ => Some(slot),
+        };
+    }
+
+    /// Removes the request in `slot` (whose sector is `sector`) and, if it was `next`, picks the new `next`
+    /// between its sector-order neighbours.
+    pub fn remove(&mut self, slot: u32, sector: u64, store: &Store, back_max: u64, penalty: u64) {
+        self.sort.remove(&(sector, slot));
+        if self.sort.is_empty() {
+            self.fifo.clear();
+            self.next = None;
+            return;
+        }
+        if self.next != Some(slot) {
+            return;
+        }
+        let key = (sector, slot);
+        let after = self
+            .sort
+            .range(key..)
+            .next()
+            .or_else(|| self.sort.iter().next())
+            .copied();
+        let before = self.sort.range(..key).next_back().copied();
+        let last = sector;
+        self.next = match (after, before) {
+            (Some(a), Some(b)) if a != b => {
+                let (ca, cb) = (store.rq(a.1).map(Cand::of), store.rq(b.1).map(Cand::of));
+                match (ca, cb) {
+                    (Some(x), Some(y)) => Some(if choose_first(x, y, last, back_max, penalty) {
+                        a.1
+                    } else {
+                        b.1
+                    }),
+                    _ => Some(a.1),
+                }
+            }
+            (Some(a), _) => Some(a.1),
+            (None, Some(b)) => Some(b.1),
+            (None, None) => None,
+        };
+    }
+
+    /// Moves `slot` in the sorted set after a front merge changed its start sector.
+    pub fn resort(&mut self, slot: u32, old_sector: u64, new_sector: u64) {
+        if self.sort.remove(&(old_sector, slot)) {
+            self.sort.insert((new_sector, slot));
+        }
+    }
+
+    /// The oldest queued request if its deadline has passed at `now` (stale entries are dropped).
+    pub fn expired_head(&mut self, store: &Store, queue: u32, now: Time) -> Option<u32> {
+        while let Some(&(slot, gen)) = self.fifo.front() {
+            match store.slot(slot) {
+                Some(s) if s.gen == gen && s.queue == queue && s.rq.is_some() => {
+                    return (now >= s.fifo_time).then_some(slot);
+                }
+                _ => {
+                    self.fifo.pop_front();
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Direction, FlowId, RequestId};
+
+    fn c(sector: u64) -> Cand {
+        Cand {
+            sector,
+            sync: true,
+            meta: false,
+        }
+    }
+
+    // The elevator: forward 100 beats backward 60 (counted 120 with penalty 2); backward 40 (80) beats forward
+    // 100; a backward seek past back_seek_max wraps and loses to any forward one; sync beats async and meta beats
+    // data before distances are looked at.
+    #[test]
+    fn back_seek_choice() {
+        let bm = 32768;
+        assert!(choose_first(c(1100), c(940), 1000, bm, 2));
+        assert!(choose_first(c(960), c(1100), 1000, bm, 2));
+        assert!(
+            choose_first(c(1_000_000), c(0), 100_000, bm, 2),
+            "0 is 100000 back: wrapped"
+        );
+        assert!(
+            choose_first(c(10), c(20), 100_000, bm, 2),
+            "both wrapped: lower sector first"
+        );
+        assert!(choose_first(c(1100), c(900), 1000, bm, 2), "tie 100 vs 200");
+        assert!(choose_first(c(1100), c(950), 1000, bm, 2) && !choose_first(c(950), c(1100), 1000, bm, 2));
+        assert!(
+            choose_first(c(1100), c(950), 1000, bm, 2),
+            "equal 100/100: higher sector"
+        );
+        let mut a = c(5000);
+        a.sync = false;
+        assert!(!choose_first(a, c(900_000), 4999, bm, 2), "sync first");
+        let mut m = c(900_000);
+        m.meta = true;
+        assert!(choose_first(m, c(5000), 4999, bm, 2), "meta first");
+    }
+
+    fn rq(id: u64, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(0), Direction::Read, true, sector, 8)
+    }
+
+    // After removing the served request the next one is its forward neighbour in sector order, and the FIFO head
+    // is reported only once its deadline has passed, skipping entries of requests already gone.
+    #[test]
+    fn next_and_fifo() {
+        let mut st = Store::default();
+        let mut q = QueueRqs::default();
+        let s1 = st.alloc(rq(1, 5000), 0, 100);
+        q.add(s1, &st, 0, 32768, 2);
+        let s2 = st.alloc(rq(2, 1000), 0, 200);
+        q.add(s2, &st, 0, 32768, 2);
+        let s3 = st.alloc(rq(3, 3000), 0, 300);
+        q.add(s3, &st, 0, 32768, 2);
+        assert_eq!(q.next, Some(s2), "closest forward from 0");
+        q.remove(s2, 1000, &st, 32768, 2);
+        st.take(s2);
+        assert_eq!(q.next, Some(s3));
+        assert_eq!(q.expired_head(&st, 0, 99), None);
+        assert_eq!(q.expired_head(&st, 0, 100), Some(s1));
+        q.remove(s1, 5000, &st, 32768, 2);
+        st.take(s1);
+        assert_eq!(
+            q.expired_head(&st, 0, 250),
+            None,
+            "the stale entry of 2 is skipped; 3 expires at 300"
+        );
+        assert_eq!(q.expired_head(&st, 0, 300), Some(s3));
+    }
+}

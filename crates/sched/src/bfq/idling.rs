@@ -1,0 +1,331 @@
+//! Device idling (`schedulers.md` §1.5): think time, seekiness, NCQ detection, the decision to idle, and the idle
+//! timer's length.
+
+use crate::types::{Time, MS};
+
+/// Seek history bits set above this count make a queue SEEKY (of the last 32 requests).
+pub const SEEKY_BITS: u32 = 19;
+
+/// Idle wait (ns) for a seeky, non-raised queue in a symmetric scenario: `BFQ_MIN_TT`, 2 ms, enough to catch a
+/// process that issues its next request right after a completion, not enough to waste a seek's worth of time.
+pub const MIN_TT: Time = 2 * MS;
+
+/// Minimum idle wait (ns) for a weight-raised queue: 20 ms, so an interactive application that thinks a little
+/// between its reads does not lose the device.
+pub const WR_MIN_IDLE: Time = 20 * MS;
+
+/// Think-time samples are valid once the filtered count exceeds this (after 3 requests).
+pub const TTIME_VALID: u64 = 80;
+
+/// Requests in the device plus queued above which an NCQ sample is taken, and the in-driver maximum above which
+/// the device is taken to queue (`BFQ_HW_QUEUE_THRESHOLD`).
+pub const HW_QUEUE_THRESHOLD: u32 = 3;
+
+/// NCQ samples needed for a verdict (`BFQ_HW_QUEUE_SAMPLES`).
+pub const HW_QUEUE_SAMPLES: u32 = 32;
+
+/// While idling, an arriving request smaller than this (sectors) keeps the queue waiting for more, when idling
+/// boosts throughput: better one large request than a tiny one now.
+pub const SMALL_REQ_SECTORS: u32 = 32;
+
+/// Per-queue think time: filtered mean of the gap between a completion and the next arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ThinkTime {
+    /// Filtered sample count (fixed point, 256 = one sample).
+    pub samples: u64,
+    /// Filtered sum (ns, scaled like `samples`).
+    pub total: u64,
+    /// Mean think time (ns).
+    pub mean: u64,
+}
+
+impl ThinkTime {
+    /// Adds a sample: the gap (ns) since the queue's last completion, capped at twice `slice_idle`.
+    pub fn update(&mut self, elapsed: Time, slice_idle: Time) {
+        let e = elapsed.min(2 * slice_idle);
+        self.samples = (7 * self.samples + 256) / 8;
+        self.total = (7 * self.total + 256 * e) / 8;
+        self.mean = (self.total + 128) / self.samples.max(1);
+    }
+    /// True once enough samples were seen.
+    pub fn valid(&self) -> bool {
+        self.samples > TTIME_VALID
+    }
+    /// `has_short_ttime`: not exited, and not (valid and mean > slice_idle).
+    pub fn short(&self, exited: bool, slice_idle: Time) -> bool {
+        !(exited || (self.valid() && self.mean > slice_idle))
+    }
+}
+
+/// Shifts one request's seekiness into a 32-bit history.
+pub fn push_seek(history: u32, seeky: bool) -> u32 {
+    (history << 1) | u32::from(seeky)
+}
+
+/// SEEKY: more than 19 of the last 32 requests were seeky.
+pub fn is_seeky(history: u32) -> bool {
+    history.count_ones() > SEEKY_BITS
+}
+
+/// TOTALLY_SEEKY: all of the last 32 requests were seeky.
+pub fn totally_seeky(history: u32) -> bool {
+    history == u32::MAX
+}
+
+/// NCQ (command queueing) detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HwTag {
+    /// Verdict: `None` until enough samples.
+    pub hw_tag: Option<bool>,
+    max_in_driver: u32,
+    samples: u32,
+}
+
+impl HwTag {
+    /// Takes a sample at a completion. `in_driver` and `queued` are device-wide; `in_service_small` is true when
+    /// the in-service queue has a short think time and fewer than 3 requests, so the device could not have been
+    /// filled anyway and the sample proves nothing.
+    pub fn sample(&mut self, in_driver: u32, queued: u32, in_service_small: bool) {
+        self.max_in_driver = self.max_in_driver.max(in_driver);
+        if self.hw_tag == Some(true) {
+            return;
+        }
+        if in_driver + queued <= HW_QUEUE_THRESHOLD {
+            return;
+        }
+        if in_service_small && in_driver < HW_QUEUE_THRESHOLD {
+            return;
+        }
+        self.samples += 1;
+        if self.samples < HW_QUEUE_SAMPLES {
+            return;
+        }
+        self.hw_tag = Some(self.max_in_driver > HW_QUEUE_THRESHOLD);
+        self.max_in_driver = 0;
+        self.samples = 0;
+    }
+    /// `hw_tag` as the idling rules read it: unknown counts as "no queueing".
+    pub fn queueing(&self) -> bool {
+        self.hw_tag == Some(true)
+    }
+    /// `nonrot_with_queueing`: non-rotational with queueing, or (before a verdict) just non-rotational.
+    pub fn nonrot_with_queueing(&self, rotational: bool) -> bool {
+        !rotational && self.hw_tag != Some(false)
+    }
+}
+
+/// Facts `better_to_idle` needs about the queue and the device.
+#[derive(Debug, Clone, Copy)]
+pub struct IdleFacts {
+    /// Some process still uses the queue.
+    pub has_refs: bool,
+    /// `strict_guarantees` is set.
+    pub strict: bool,
+    /// `slice_idle` is 0.
+    pub slice_idle_zero: bool,
+    /// The queue is sync.
+    pub sync: bool,
+    /// The queue is of the IDLE class.
+    pub idle_class: bool,
+    /// The device is rotational.
+    pub rotational: bool,
+    /// NCQ detected.
+    pub hw_tag: bool,
+    /// The queue is SEEKY.
+    pub seeky: bool,
+    /// The queue is I/O bound.
+    pub io_bound: bool,
+    /// The queue has a short think time.
+    pub short_ttime: bool,
+    /// Weight-raised busy queues.
+    pub wr_busy: u32,
+    /// Busy queues.
+    pub busy: u32,
+    /// The queue is weight-raised.
+    pub raised: bool,
+    /// Requests in the device.
+    pub in_driver: u32,
+    /// The queue's requests in the device.
+    pub dispatched: u32,
+    /// `asymmetric_scenario(q)`.
+    pub asymmetric: bool,
+}
+
+/// Whether idling boosts throughput for this queue (`idling_boosts_thr`).
+pub fn boosts_throughput(f: &IdleFacts) -> bool {
+    (f.rotational && !f.hw_tag) || ((f.rotational || !f.hw_tag) && !f.seeky && f.io_bound && f.short_ttime)
+}
+
+/// Whether idling is needed to preserve service guarantees (raised queue, or asymmetric weights/classes/groups).
+pub fn needed_for_guarantees(f: &IdleFacts) -> bool {
+    (f.raised && (f.wr_busy < f.busy || f.in_driver >= f.dispatched + 4)) || f.asymmetric
+}
+
+/// `better_to_idle`: the device should wait for this empty in-service queue's next request.
+pub fn better_to_idle(f: &IdleFacts) -> bool {
+    if !f.has_refs {
+        return false;
+    }
+    if f.strict {
+        return true;
+    }
+    if f.slice_idle_zero || !f.sync || f.idle_class {
+        return false;
+    }
+    let no_issue = boosts_throughput(f) && f.wr_busy == 0;
+    no_issue || needed_for_guarantees(f)
+}
+
+/// Length (ns) of the idle timer: `slice_idle`, at most 2 ms for a seeky non-raised queue in a symmetric
+/// scenario, at least 20 ms for a raised one.
+pub fn idle_slice(slice_idle: Time, seeky: bool, raised: bool, asymmetric: bool) -> Time {
+    let mut sl = slice_idle;
+    if seeky && !raised && !asymmetric {
+        sl = sl.min(MIN_TT);
+    } else if raised {
+        sl = sl.max(WR_MIN_IDLE);
+    }
+    sl
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> IdleFacts {
+        IdleFacts {
+            has_refs: true,
+            strict: false,
+            slice_idle_zero: false,
+            sync: true,
+            idle_class: false,
+            rotational: true,
+            hw_tag: false,
+            seeky: false,
+            io_bound: true,
+            short_ttime: true,
+            wr_busy: 0,
+            busy: 2,
+            raised: false,
+            in_driver: 0,
+            dispatched: 0,
+            asymmetric: false,
+        }
+    }
+
+    // Think time: three requests make the samples valid; a process that waits 10 ms between its requests has a
+    // mean above slice_idle (8 ms) and loses short_ttime; one that comes back in 1 ms keeps it.
+    #[test]
+    fn think_time_filter() {
+        let mut t = ThinkTime::default();
+        assert!(t.short(false, 8 * MS));
+        for _ in 0..2 {
+            t.update(10 * MS, 8 * MS);
+        }
+        assert!(!t.valid() && t.short(false, 8 * MS), "two samples are not enough");
+        t.update(10 * MS, 8 * MS);
+        assert!(t.valid());
+        assert!(!t.short(false, 8 * MS), "mean {}", t.mean);
+        let mut u = ThinkTime::default();
+        for _ in 0..5 {
+            u.update(MS, 8 * MS);
+        }
+        assert!(u.short(false, 8 * MS));
+        assert!(!u.short(true, 8 * MS), "an exited process never has a short think time");
+        // elapsed is capped at 2 x slice_idle
+        let mut v = ThinkTime::default();
+        for _ in 0..20 {
+            v.update(10 * 1000 * MS, 8 * MS);
+        }
+        assert!(v.mean <= 16 * MS + 16 * MS / 50, "{}", v.mean);
+    }
+
+    // Seekiness: 20 seeky of 32 makes SEEKY; 19 does not; 32 of 32 is TOTALLY_SEEKY.
+    #[test]
+    fn seek_history() {
+        let mut h = 1u32;
+        for i in 0..32 {
+            h = push_seek(h, i < 19);
+        }
+        assert!(!is_seeky(h));
+        let mut h = 0;
+        for i in 0..32 {
+            h = push_seek(h, i < 20);
+        }
+        assert!(is_seeky(h) && !totally_seeky(h));
+        assert!(totally_seeky(u32::MAX));
+    }
+
+    // NCQ: 32 samples with more than 3 requests in the driver give hw_tag; samples with too few requests are
+    // ignored; a device that never holds more than 3 is found not to queue.
+    #[test]
+    fn hw_tag_detection() {
+        let mut h = HwTag::default();
+        for _ in 0..100 {
+            h.sample(2, 1, false);
+        }
+        assert_eq!(h.hw_tag, None, "too little load: no samples");
+        for _ in 0..31 {
+            h.sample(8, 4, false);
+        }
+        assert_eq!(h.hw_tag, None);
+        h.sample(8, 4, false);
+        assert_eq!(h.hw_tag, Some(true));
+        let mut n = HwTag::default();
+        for _ in 0..32 {
+            n.sample(1, 10, false);
+        }
+        assert_eq!(n.hw_tag, Some(false));
+        assert!(!n.nonrot_with_queueing(false) && HwTag::default().nonrot_with_queueing(false));
+    }
+
+    // On a queueing SSD with equal weights and no raised queue nothing justifies idling, even for a sequential,
+    // I/O-bound queue: the device keeps itself busy with other queues' requests.
+    #[test]
+    fn no_idling_on_queueing_ssd_symmetric() {
+        let mut f = facts();
+        f.rotational = false;
+        f.hw_tag = true;
+        assert!(!better_to_idle(&f));
+        f.seeky = true;
+        assert!(!better_to_idle(&f));
+        // ...but an asymmetric scenario (different weights) needs idling to keep the guarantees.
+        f.asymmetric = true;
+        assert!(better_to_idle(&f));
+    }
+
+    // HDD without NCQ: always idle for a sync queue; a raised busy queue elsewhere removes the throughput
+    // motive, so a non-raised sequential queue stops idling then.
+    #[test]
+    fn hdd_idling_and_raised_queues() {
+        let mut f = facts();
+        assert!(better_to_idle(&f));
+        f.wr_busy = 1;
+        assert!(!better_to_idle(&f));
+        f.raised = true;
+        f.wr_busy = 1;
+        f.busy = 2;
+        assert!(
+            better_to_idle(&f),
+            "a raised queue idles while non-raised queues are busy"
+        );
+        f.sync = false;
+        f.raised = false;
+        assert!(!better_to_idle(&f), "never for async");
+        let mut s = facts();
+        s.slice_idle_zero = true;
+        assert!(!better_to_idle(&s));
+        s.strict = true;
+        assert!(better_to_idle(&s), "strict_guarantees always idles");
+    }
+
+    // Timer lengths: seeky symmetric 2 ms; seeky asymmetric keeps slice_idle; raised at least 20 ms.
+    #[test]
+    fn timer_lengths() {
+        assert_eq!(idle_slice(8 * MS, true, false, false), 2 * MS);
+        assert_eq!(idle_slice(8 * MS, true, false, true), 8 * MS);
+        assert_eq!(idle_slice(8 * MS, false, true, false), 20 * MS);
+        assert_eq!(idle_slice(30 * MS, true, true, false), 30 * MS);
+        assert_eq!(idle_slice(8 * MS, false, false, false), 8 * MS);
+    }
+}

@@ -1,0 +1,249 @@
+//! Injection while idling (`schedulers.md` §1.10): while the in-service queue is plugged (empty, waiting for its
+//! process), other queues' requests may be sent to the device, as long as that does not slow the in-service
+//! queue's own requests down. `inject_limit` (requests in the device) adapts to what is measured.
+
+use super::idling::boosts_throughput;
+use super::{Bfq, NONE};
+use crate::types::{IoClass, Request, Time, SEC, US};
+
+/// A queue whose new I/O follows another queue's completion within this time (ns) may have been woken by it:
+/// 200 µs (v5.x).
+pub const WAKER_WINDOW: Time = 200 * US;
+
+/// Consecutive hits needed to accept a waker (v5.x).
+pub const WAKER_HITS: u32 = 2;
+
+/// `inject_limit` is reset this often (ns): 1 s, so a stale measurement cannot block injection forever.
+pub const INJECT_RESET_PERIOD: Time = SEC;
+
+/// A request that took this factor (3/2) of the baseline service time reveals harmful injection.
+pub const SLOWDOWN_NUM: u64 = 3;
+/// Denominator of the slowdown factor.
+pub const SLOWDOWN_DEN: u64 = 2;
+
+/// On non-rotational devices a candidate request at least this large (sectors) is injected only into an empty
+/// device: a large transfer would delay the in-service queue's next request.
+pub const LARGE_RQ_NONROT: u32 = 64;
+
+/// At most this many queues are examined per injection attempt, keeping the cost constant with many flows.
+pub const INJECT_SCAN_MAX: usize = 64;
+
+/// Per-queue injection state (the queue as the in-service one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueInject {
+    /// Requests allowed in the device while this queue is plugged.
+    pub limit: u32,
+    /// Baseline service time of one of its requests served alone (ns), 0 = unknown.
+    pub last_serv_time: Time,
+    /// Last reset or decrease of the limit (ns).
+    pub decrease_time: Time,
+    /// Detected waker queue, or [`NONE`].
+    pub waker: u32,
+    /// Candidate waker and its consecutive hits.
+    pub waker_candidate: u32,
+    /// Hits of the candidate.
+    pub waker_hits: u32,
+}
+
+impl QueueInject {
+    /// State of a queue created at `now`.
+    pub fn new(now: Time) -> Self {
+        QueueInject {
+            limit: 0,
+            last_serv_time: 0,
+            decrease_time: now,
+            waker: NONE,
+            waker_candidate: NONE,
+            waker_hits: 0,
+        }
+    }
+}
+
+/// Device-wide injection measurements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceInject {
+    /// Requests were injected since the in-service queue last dispatched.
+    pub injected: bool,
+    /// The in-service queue is in a hole (plugged) since its last dispatch.
+    pub hole: bool,
+    /// The in-service queue's first request after a hole: (request id, dispatch time, ran alone).
+    pub waited: Option<(u64, Time, bool)>,
+    /// Queue of the last completion, and its time.
+    pub last_completed: Option<(u32, Time)>,
+    /// Rotating start of the scan over queues.
+    pub cursor: usize,
+    /// Requests injected so far.
+    pub count: u64,
+}
+
+impl Bfq {
+    fn can_inject_from(&self, c: u32, in_service: u32, only_raised: bool) -> bool {
+        let Some(cq) = self.queues.get(c as usize) else {
+            return false;
+        };
+        if !cq.live || !cq.busy || c == in_service || cq.class == IoClass::Idle {
+            return false;
+        }
+        let Some(slot) = cq.rqs.next else { return false };
+        if only_raised && cq.wr.coeff <= 1 {
+            return false;
+        }
+        let sectors = self.store.rq(slot).map_or(0, |r| r.sectors);
+        if !self.rotational && sectors >= LARGE_RQ_NONROT && self.rq_in_driver > 0 {
+            return false;
+        }
+        self.charge_of(c, slot) <= self.budget_left(c)
+    }
+
+    /// A queue to inject from while in-service queue `q` is plugged, or `None`.
+    pub(crate) fn injection_candidate(&mut self, q: u32, _now: Time) -> Option<u32> {
+        if self.p.strict_guarantees {
+            return None;
+        }
+        // 1. The same process's async I/O.
+        let owner = self.q(q).merge.owner;
+        if let Some(ctx) = self.flows.get(&owner) {
+            let gi = self.group_index_of(ctx.info.group);
+            let idx = match ctx.info.class {
+                IoClass::Rt => usize::from(ctx.info.prio.min(7)),
+                IoClass::Be => 8 + usize::from(ctx.info.prio.min(7)),
+                IoClass::Idle => 16,
+            };
+            let a = gi
+                .and_then(|g| self.groups.get(g as usize))
+                .map_or(NONE, |g| g.async_q[idx]);
+            if a != NONE && self.can_inject_from(a, q, false) {
+                let next_flow = self.q(a).rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.flow.0);
+                if next_flow == Some(owner) {
+                    return Some(a);
+                }
+            }
+        }
+        // 2. The waker.
+        let w = self.q(q).inject.waker;
+        if w != NONE && self.can_inject_from(w, q, false) {
+            return Some(w);
+        }
+        // 3. Any queue, within the limit.
+        if self.rq_in_driver >= self.q(q).inject.limit {
+            return None;
+        }
+        let f = self.idle_facts(q);
+        let raised = self.raised(q);
+        if boosts_throughput(&f) {
+            return None;
+        }
+        let only_raised = raised && self.q(q).has_short_ttime;
+        if only_raised && self.wr_busy_queues <= 1 {
+            return None;
+        }
+        let n = self.queues.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.inject.cursor % n;
+        for i in 0..n.min(INJECT_SCAN_MAX) {
+            let c = ((start + i) % n) as u32;
+            if self.can_inject_from(c, q, only_raised) {
+                self.inject.cursor = (start + i + 1) % n;
+                return Some(c);
+            }
+        }
+        self.inject.cursor = (start + INJECT_SCAN_MAX) % n;
+        None
+    }
+
+    fn group_index_of(&self, g: crate::types::GroupId) -> Option<u32> {
+        self.group_index_get(g)
+    }
+
+    /// At set-in-service: the limit is reset once a second.
+    pub(crate) fn inject_on_set_in_service(&mut self, q: u32, now: Time) {
+        self.inject.injected = false;
+        self.inject.waited = None;
+        self.inject.hole = false;
+        let short = self.q(q).has_short_ttime;
+        let i = &mut self.qm(q).inject;
+        if now >= i.decrease_time.saturating_add(INJECT_RESET_PERIOD) {
+            i.limit = u32::from(!short);
+            i.last_serv_time = 0;
+            i.decrease_time = now;
+        }
+    }
+
+    /// At a dispatch from `q`: injected requests are counted; the in-service queue's first request after a hole
+    /// (a period in which it was plugged) is timed, noting whether it ran alone in the device.
+    pub(crate) fn inject_on_dispatch(&mut self, q: u32, rq: &Request, in_driver_before: u32, now: Time) {
+        if q != self.in_service {
+            self.inject.injected = true;
+            self.inject.count += 1;
+            return;
+        }
+        if self.inject.hole {
+            self.inject.hole = false;
+            self.inject.waited = Some((rq.id.0, now, in_driver_before == 0 && !self.inject.injected));
+            self.inject.injected = false;
+        }
+    }
+
+    /// At the completion of the timed request: a request that ran alone gives the baseline service time; then
+    /// the limit goes down if the request took at least 3/2 of the baseline, up otherwise.
+    pub(crate) fn inject_on_completion(&mut self, q: u32, rq: &Request, now: Time) {
+        let Some((id, t, alone)) = self.inject.waited else {
+            return;
+        };
+        if id != rq.id.0 {
+            return;
+        }
+        self.inject.waited = None;
+        let d = now.saturating_sub(t).max(1);
+        let depth = self.queue_depth;
+        let i = &mut self.qm(q).inject;
+        if alone && (i.last_serv_time == 0 || d < i.last_serv_time) {
+            i.last_serv_time = d;
+        }
+        if i.last_serv_time > 0 {
+            if d * SLOWDOWN_DEN >= i.last_serv_time * SLOWDOWN_NUM {
+                i.limit = i.limit.saturating_sub(1);
+                i.decrease_time = now;
+            } else if i.limit < depth {
+                i.limit += 1;
+            }
+        }
+    }
+
+    /// The in-service queue `q` is plugged (empty and waiting): a hole starts.
+    pub(crate) fn inject_on_plug(&mut self, _q: u32) {
+        self.inject.hole = true;
+    }
+
+    /// Remembers the last completion for waker detection.
+    pub(crate) fn waker_on_completion(&mut self, q: u32, now: Time) {
+        self.inject.last_completed = Some((q, now));
+    }
+
+    /// A request arriving at an empty queue right after another queue's completion counts towards that queue
+    /// being its waker.
+    pub(crate) fn waker_on_arrival(&mut self, q: u32, now: Time) {
+        let Some((w, t)) = self.inject.last_completed else {
+            return;
+        };
+        let qq = self.q(q);
+        if w == q || qq.rqs.len() != 1 || qq.dispatched != 0 || qq.has_short_ttime {
+            return;
+        }
+        if now.saturating_sub(t) > WAKER_WINDOW {
+            return;
+        }
+        let i = &mut self.qm(q).inject;
+        if i.waker_candidate == w {
+            i.waker_hits += 1;
+        } else {
+            i.waker_candidate = w;
+            i.waker_hits = 1;
+        }
+        if i.waker_hits >= WAKER_HITS {
+            i.waker = w;
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Peak-rate estimation (`schedulers.md` §1.7). The rate is kept in sectors/µs scaled by `2^RATE_SHIFT`; it feeds
+//! the autotuned maximum budget and the interactive weight-raising duration.
+
+use crate::types::{Time, MS, SEC, US};
+
+/// Fixed-point shift of rates: sectors/µs << 16.
+pub const RATE_SHIFT: u32 = 16;
+
+/// Reference rate of a rotational disk (sectors/µs << 16): 14000 ≈ 0.214 sectors/µs ≈ 110 MB/s.
+pub const REF_RATE_ROT: u64 = 14_000;
+
+/// Reference rate of a non-rotational device (sectors/µs << 16): 33000 ≈ 0.504 sectors/µs ≈ 258 MB/s.
+pub const REF_RATE_NONROT: u64 = 33_000;
+
+/// Minimum dispatches in a window for a rate to be computed from it.
+pub const MIN_SAMPLES: u32 = 32;
+
+/// Minimum window length (ns) for a rate to be computed: 300 ms.
+pub const MIN_WINDOW: Time = 300 * MS;
+
+/// A window is closed once it reaches this length (ns): 1 s; also the unit of the filter's weight.
+pub const TARGET_WINDOW: Time = SEC;
+
+/// A dispatch this long (ns) after the previous one with nothing in flight closes the window: 100 ms.
+pub const RESTART_GAP: Time = 100 * MS;
+
+/// A dispatch counts as sequential if something is in flight or the last completion is this recent (ns): 2 ms.
+pub const SEQ_COMPLETION_GAP: Time = 2 * MS;
+
+/// Distance (sectors) from the previous dispatch beyond which a sample is seeky (`BFQQ_SEEK_THR`).
+pub const SEEK_THR: u64 = 800;
+
+/// Requests below this size (sectors) are seeky on non-rotational devices whatever their distance.
+pub const NONROT_SMALL_SECTORS: u32 = 64;
+
+/// Largest credible rate (sectors/µs << 16): 20 sectors/µs ≈ 10 GB/s; anything above is a measurement error.
+pub const MAX_RATE: u64 = 20 << RATE_SHIFT;
+
+/// Completions farther apart than this (ns) may reveal a slow device: 2 ms.
+pub const SLOW_COMPLETION_GAP: Time = 2 * MS;
+
+/// Largest request size divided by the gap below this rate (sectors/µs << 16, i.e. 2^-10 sectors/µs) closes the
+/// window early.
+pub const SLOW_COMPLETION_RATE: u64 = 1 << (RATE_SHIFT - 10);
+
+/// Dispatches between two resets of the tracked largest request size.
+pub const MAX_SIZE_RESET_EVERY: u32 = 32;
+
+/// The estimator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeakRate {
+    /// Estimated peak rate (sectors/µs << 16), at least 1.
+    pub peak: u64,
+    samples: u32,
+    seq_samples: u32,
+    sectors: u64,
+    max_rq: u64,
+    first_dispatch: Time,
+    last_dispatch: Time,
+    last_position: u64,
+    /// Time of the last completion (ns).
+    pub last_completion: Time,
+    rotational: bool,
+}
+
+/// Whether a request at `sector` of `sectors` is seeky relative to position `last`.
+pub fn seeky(last: u64, sector: u64, sectors: u32, rotational: bool) -> bool {
+    sector.abs_diff(last) > SEEK_THR && (rotational || sectors < NONROT_SMALL_SECTORS)
+}
+
+impl PeakRate {
+    /// The initial estimate: 2/3 of the reference rate of the device kind.
+    pub fn new(rotational: bool) -> Self {
+        PeakRate {
+            peak: Self::ref_rate(rotational) * 2 / 3,
+            samples: 0,
+            seq_samples: 0,
+            sectors: 0,
+            max_rq: 0,
+            first_dispatch: 0,
+            last_dispatch: 0,
+            last_position: 0,
+            last_completion: 0,
+            rotational,
+        }
+    }
+
+    /// Reference rate of the device kind.
+    pub fn ref_rate(rotational: bool) -> u64 {
+        if rotational {
+            REF_RATE_ROT
+        } else {
+            REF_RATE_NONROT
+        }
+    }
+
+    fn reset(&mut self, now: Time, sectors: u32) {
+        self.samples = u32::from(sectors > 0);
+        self.seq_samples = 0;
+        self.sectors = u64::from(sectors);
+        self.max_rq = u64::from(sectors);
+        self.first_dispatch = now;
+        self.last_dispatch = now;
+    }
+
+    /// Closes the window: computes the rate if the window is long and populated enough and folds it into the
+    /// peak with a weight that grows with the window's length and sequentiality. Returns the new peak if it
+    /// changed. Restarts the window with a dispatch of `sectors` (0 for none).
+    fn update_and_reset(&mut self, now: Time, sectors: u32) -> Option<u64> {
+        let mut out = None;
+        let from_first = now.saturating_sub(self.first_dispatch);
+        if self.samples >= MIN_SAMPLES && from_first >= MIN_WINDOW {
+            let interval = from_first.max(self.last_completion.saturating_sub(self.first_dispatch));
+            let us = (interval / US).max(1);
+            let rate = (self.sectors << RATE_SHIFT) / us;
+            let mostly_seeky = 4 * u64::from(self.seq_samples) < 3 * u64::from(self.samples);
+            if !((mostly_seeky && rate <= self.peak) || rate > MAX_RATE) {
+                let w = (9 * u64::from(self.seq_samples)) / u64::from(self.samples.max(1));
+                let w = (w * from_first / TARGET_WINDOW).min(8);
+                let d = 10 - w;
+                self.peak = (self.peak * (d - 1) / d + rate / d).max(1);
+                out = Some(self.peak);
+            }
+        }
+        self.reset(now, sectors);
+        out
+    }
+
+    /// Accounts a dispatch. `in_driver` is the number of requests on the device before this one. Returns the new
+    /// peak rate when it was updated.
+    pub fn on_dispatch(&mut self, sector: u64, sectors: u32, now: Time, in_driver: u32) -> Option<u64> {
+        let end = sector.saturating_add(u64::from(sectors));
+        let out = if self.samples == 0 {
+            self.reset(now, sectors);
+            None
+        } else if now.saturating_sub(self.last_dispatch) > RESTART_GAP && in_driver == 0 {
+            self.update_and_reset(now, sectors)
+        } else {
+            self.samples += 1;
+            let recent = now.saturating_sub(self.last_completion) < SEQ_COMPLETION_GAP;
+            if (in_driver > 0 || recent) && !seeky(self.last_position, sector, sectors, self.rotational) {
+                self.seq_samples += 1;
+            }
+            self.sectors = self.sectors.saturating_add(u64::from(sectors));
+            if self.samples.is_multiple_of(MAX_SIZE_RESET_EVERY) {
+                self.max_rq = u64::from(sectors);
+            } else {
+                self.max_rq = self.max_rq.max(u64::from(sectors));
+            }
+            if now.saturating_sub(self.first_dispatch) >= TARGET_WINDOW {
+                self.update_and_reset(now, sectors)
+            } else {
+                None
+            }
+        };
+        self.last_position = end;
+        self.last_dispatch = now;
+        out
+    }
+
+    /// Accounts a completion; a long silence relative to the largest request size closes the window early.
+    pub fn on_completion(&mut self, now: Time) -> Option<u64> {
+        let gap = now.saturating_sub(self.last_completion);
+        let mut out = None;
+        if gap > SLOW_COMPLETION_GAP && self.samples > 0 {
+            let gap_us = (gap / US).max(1);
+            if (self.max_rq << RATE_SHIFT) / gap_us < SLOW_COMPLETION_RATE {
+                out = self.update_and_reset(now, 0);
+            }
+        }
+        self.last_completion = now;
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A device that completes 256-sector requests back to back every 1 ms (0.256 sectors/µs = 16777 << 16
+    // units) during 1 s: the first full window moves the peak from its initial 9333 towards that rate with
+    // weight 1/(10 - 8) (all samples sequential over a full second), i.e. to about the midpoint (1001 requests
+    // land in the 1 s window, hence a tolerance of a few units).
+    #[test]
+    fn sequential_window_moves_peak_towards_measured_rate() {
+        let mut p = PeakRate::new(true);
+        assert_eq!(p.peak, 9333);
+        let mut updated = None;
+        for i in 0..=1001u64 {
+            let now = i * MS;
+            p.on_completion(now);
+            if let Some(r) = p.on_dispatch(i * 256, 256, now, 1) {
+                updated = Some(r);
+                break;
+            }
+        }
+        let rate = (256u64 << RATE_SHIFT) / 1000;
+        let r = updated.expect("window closed after 1 s");
+        let expect = 9333 / 2 + rate / 2;
+        assert!(r.abs_diff(expect) <= 20, "{r} vs {expect}");
+    }
+
+    // A window of mostly seeky samples whose rate is below the current peak is rejected; too few samples or a
+    // too-short window never update.
+    #[test]
+    fn seeky_slow_windows_are_rejected() {
+        let mut p = PeakRate::new(true);
+        let before = p.peak;
+        for i in 0..2000u64 {
+            let now = i * MS;
+            // far apart positions, nothing in flight: every sample seeky, 8 sectors per ms = tiny rate
+            p.on_dispatch((i * 7919 * 1000) % 1_000_000_000, 8, now, 0);
+        }
+        assert_eq!(p.peak, before);
+        let mut q = PeakRate::new(false);
+        for i in 0..10u64 {
+            q.on_dispatch(i * 8, 8, i * 200 * MS, 1);
+        }
+        assert_eq!(q.peak, 22_000);
+    }
+
+    // Seekiness: > 800 sectors away, and on SSDs only for small requests.
+    #[test]
+    fn seek_rule() {
+        assert!(seeky(0, 801, 8, true));
+        assert!(!seeky(0, 800, 8, true));
+        assert!(seeky(0, 10_000, 8, false));
+        assert!(!seeky(0, 10_000, 64, false));
+    }
+}

@@ -1,0 +1,257 @@
+//! Early queue merging (`schedulers.md` §1.10): processes that interleave I/O on nearby sectors (cooperating
+//! threads, a parallel reader) are redirected to one shared queue, which then looks sequential; a shared queue
+//! that turns out seeky is split again at each process's next request.
+
+use super::idling::{is_seeky, ThinkTime};
+use super::weight_raising::WrState;
+use super::{Bfq, NONE};
+use crate::types::{FlowId, IoClass, Request, Time, MS};
+
+/// Queues whose next requests are this close (sectors) cooperate: 8192 sectors = 4 MiB (`BFQQ_CLOSE_THR`).
+pub const CLOSE_THR: u64 = 8192;
+
+/// A queue may be merged only within this time (ns) of its first dispatch in the current backlogged period:
+/// 100 ms, after which its pattern is established and a merge would only disturb it.
+pub const MERGE_TIME_LIMIT: Time = 100 * MS;
+
+/// Per-queue merge state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueMerge {
+    /// Shared by several flows after a merge.
+    pub coop: bool,
+    /// Found seeky while shared: split at the next request of each flow.
+    pub split_coop: bool,
+    /// First dispatch in the current backlogged period (ns).
+    pub first_io_time: Option<Time>,
+    /// Last split that produced this queue (ns).
+    pub split_time: Option<Time>,
+    /// The flow that created the queue.
+    pub owner: u32,
+}
+
+/// A flow's queue state, saved at a merge and restored at a split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    ttime: ThinkTime,
+    has_short_ttime: bool,
+    io_bound: bool,
+    seek_history: u32,
+    wr: WrState,
+    in_large_burst: bool,
+}
+
+impl Bfq {
+    /// Merging is off when the device queues commands internally on flash: it reorders for itself.
+    pub(crate) fn eqm_enabled(&self) -> bool {
+        !self.hw.nonrot_with_queueing(self.rotational)
+    }
+
+    fn too_late_for_merging(&self, q: u32, now: Time) -> bool {
+        let qq = self.q(q);
+        qq.merge
+            .first_io_time
+            .is_some_and(|t| now > t.saturating_add(MERGE_TIME_LIMIT))
+            && qq.wr.service_from_backlogged > 0
+    }
+
+    fn may_cooperate(&self, a: u32, b: u32) -> bool {
+        let (qa, qb) = (self.q(a), self.q(b));
+        qa.live
+            && qb.live
+            && a != b
+            && qa.group == qb.group
+            && qa.class == qb.class
+            && qa.sync
+            && qb.sync
+            && qa.class != IoClass::Idle
+            && !is_seeky(qa.seek_history)
+            && !is_seeky(qb.seek_history)
+            && qb.refs > 0
+    }
+
+    /// A queue cooperating with `q` for a request at `sector`: the in-service queue if it was last positioned
+    /// within [`CLOSE_THR`], else the busy queue of the group whose next request is closest within it.
+    pub(crate) fn find_cooperator(&self, q: u32, sector: u64) -> Option<u32> {
+        let s = self.in_service;
+        if s != NONE && self.may_cooperate(q, s) && sector.abs_diff(self.last_position) <= CLOSE_THR {
+            return Some(s);
+        }
+        let g = self.groups.get(self.q(q).group as usize)?;
+        let after = g.pos.range((sector, 0)..).next();
+        let before = g.pos.range(..(sector, 0)).next_back();
+        let mut best: Option<(u64, u32)> = None;
+        for &(pos, c) in after.into_iter().chain(before) {
+            let d = pos.abs_diff(sector);
+            if d <= CLOSE_THR && self.may_cooperate(q, c) && best.is_none_or_closer(d) {
+                best = Some((d, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// At a sync insert of `flow` into `q`: merge `q` into a cooperator if there is one; returns the queue the
+    /// request goes to.
+    pub(crate) fn maybe_merge_on_insert(&mut self, flow: FlowId, q: u32, rq: &Request, now: Time) -> u32 {
+        if !self.eqm_enabled() || q == self.in_service || self.q(q).class == IoClass::Idle {
+            return q;
+        }
+        if self.too_late_for_merging(q, now) {
+            return q;
+        }
+        let Some(to) = self.find_cooperator(q, rq.sector) else {
+            return q;
+        };
+        self.merge_queues(flow, q, to);
+        to
+    }
+
+    /// Redirects `flow` from `from` to `to`, saving its state for a later split.
+    pub(crate) fn merge_queues(&mut self, flow: FlowId, from: u32, to: u32) {
+        let f = self.q(from);
+        let saved = Saved {
+            ttime: f.ttime,
+            has_short_ttime: f.has_short_ttime,
+            io_bound: f.io_bound,
+            seek_history: f.seek_history,
+            wr: f.wr,
+            in_large_burst: f.burst.in_large_burst,
+        };
+        let from_wr = f.wr;
+        if let Some(c) = self.flows.get_mut(&flow.0) {
+            c.saved = Some(saved);
+            c.sync_q = to;
+        }
+        // The shared queue inherits a stronger raising.
+        if from_wr.coeff > self.q(to).wr.coeff {
+            self.set_wr_coeff(to, from_wr.coeff);
+            let w = &mut self.qm(to).wr;
+            w.kind = from_wr.kind;
+            w.last_start_finish = from_wr.last_start_finish;
+            w.cur_max_time = from_wr.cur_max_time;
+            w.service_from_wr = from_wr.service_from_wr;
+        }
+        self.qm(to).refs += 1;
+        self.qm(to).merge.coop = true;
+        self.qm(from).refs = self.q(from).refs.saturating_sub(1);
+        self.maybe_free(from);
+    }
+
+    /// Before a sync insert: if `flow`'s shared queue was marked for splitting, give the flow its own queue back
+    /// with the state saved at the merge.
+    pub(crate) fn maybe_split(&mut self, flow: FlowId, now: Time) {
+        let Some(ctx) = self.flows.get(&flow.0) else { return };
+        let q = ctx.sync_q;
+        let saved = ctx.saved;
+        if q == NONE
+            || !self
+                .queues
+                .get(q as usize)
+                .is_some_and(|x| x.live && x.merge.split_coop)
+        {
+            return;
+        }
+        if self.q(q).refs <= 1 {
+            let m = &mut self.qm(q).merge;
+            m.coop = false;
+            m.split_coop = false;
+            return;
+        }
+        self.qm(q).refs -= 1;
+        let info = self
+            .flows
+            .get(&flow.0)
+            .map(|c| c.info.clone())
+            .unwrap_or_else(|| crate::types::FlowInfo::new(flow));
+        let gi = self.group_of(info.group);
+        let nq = self.new_queue(gi, &info, true, now);
+        self.qm(nq).refs = 1;
+        self.qm(nq).merge.owner = flow.0;
+        self.qm(nq).merge.split_time = Some(now);
+        if let Some(s) = saved {
+            let n = self.qm(nq);
+            n.ttime = s.ttime;
+            n.has_short_ttime = s.has_short_ttime;
+            n.io_bound = s.io_bound;
+            n.seek_history = s.seek_history;
+            n.burst.in_large_burst = s.in_large_burst;
+            if s.wr.coeff > 1 {
+                self.set_wr_coeff(nq, s.wr.coeff);
+                let w = &mut self.qm(nq).wr;
+                w.kind = s.wr.kind;
+                w.last_start_finish = s.wr.last_start_finish;
+                w.cur_max_time = s.wr.cur_max_time;
+                w.service_from_wr = s.wr.service_from_wr;
+            }
+        }
+        if let Some(c) = self.flows.get_mut(&flow.0) {
+            c.sync_q = nq;
+            c.saved = None;
+        }
+    }
+
+    /// At an idle→busy switch a new backlogged period starts.
+    pub(crate) fn merge_on_busy(&mut self, q: u32, _now: Time) {
+        self.qm(q).merge.first_io_time = None;
+    }
+
+    /// At expiration: a shared queue found seeky is marked for splitting.
+    pub(crate) fn merge_on_expire(&mut self, q: u32) {
+        if self.q(q).merge.coop && is_seeky(self.q(q).seek_history) {
+            self.qm(q).merge.split_coop = true;
+        }
+    }
+
+    /// At a dispatch: records the first dispatch of the backlogged period.
+    pub(crate) fn merge_on_dispatch(&mut self, q: u32, now: Time) {
+        let m = &mut self.qm(q).merge;
+        if m.first_io_time.is_none() {
+            m.first_io_time = Some(now);
+        }
+    }
+
+    /// Keeps `q`'s entry in its group's position tree in step with its next request.
+    pub(crate) fn pos_update(&mut self, q: u32) {
+        let qq = self.q(q);
+        let want = if qq.live && qq.busy && qq.sync && self.eqm_enabled() {
+            qq.rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.sector)
+        } else {
+            None
+        };
+        if want == qq.pos_key {
+            return;
+        }
+        let g = qq.group as usize;
+        if let Some(old) = qq.pos_key {
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.pos.remove(&(old, q));
+            }
+        }
+        if let Some(new) = want {
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.pos.insert((new, q));
+            }
+        }
+        self.qm(q).pos_key = want;
+    }
+
+    /// Removes `q` from its group's position tree.
+    pub(crate) fn pos_remove(&mut self, q: u32) {
+        if let Some(old) = self.q(q).pos_key {
+            let g = self.q(q).group as usize;
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.pos.remove(&(old, q));
+            }
+            self.qm(q).pos_key = None;
+        }
+    }
+}
+
+trait CloserThan {
+    fn is_none_or_closer(&self, d: u64) -> bool;
+}
+
+impl CloserThan for Option<(u64, u32)> {
+    fn is_none_or_closer(&self, d: u64) -> bool {
+        self.is_none_or(|(bd, _)| d < bd)
+    }
+}

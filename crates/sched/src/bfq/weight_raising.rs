@@ -1,0 +1,326 @@
+//! Low-latency heuristics (`schedulers.md` §1.8): interactive and soft real-time weight raising, their ends, and
+//! async raising. Active only with `low_latency = 1`.
+
+use super::{Bfq, NONE};
+use crate::types::{Time, MS, SEC};
+
+/// Interactive raising lasts at least this long (ns): 3 s.
+pub const WR_DURATION_MIN: Time = 3 * SEC;
+/// Interactive raising lasts at most this long (ns): 25 s.
+pub const WR_DURATION_MAX: Time = 25 * SEC;
+/// Reference raising length on a rotational disk at its reference rate (ns): 7 s, about the start-up time of a
+/// large application under no load.
+pub const WR_REF_DURATION_ROT: Time = 7 * SEC;
+/// Reference raising length on a non-rotational device at its reference rate (ns): 2.5 s.
+pub const WR_REF_DURATION_NONROT: Time = 2500 * MS;
+/// Interactive raising ends early once the queue has received this much service while raised (sectors):
+/// 120000 ≈ 60 MB, more than an application start-up reads.
+pub const MAX_SERVICE_FROM_WR: u64 = 120_000;
+/// Extra gap (ns) beyond `slice_idle` before a soft real-time queue's next batch may count as soft real-time:
+/// the kernel's 4 jiffies, 4 ms at HZ=1000.
+pub const SOFTRT_NEXT_START_MARGIN: Time = 4 * MS;
+
+/// Kind of raising in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WrKind {
+    /// Not raised.
+    #[default]
+    None,
+    /// Interactive (×`wr_coeff`).
+    Interactive,
+    /// Soft real-time (×`wr_coeff` × 100).
+    SoftRt,
+}
+
+/// Per-queue weight-raising state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WrState {
+    /// Weight multiplier (1 = not raised).
+    pub coeff: u32,
+    /// Kind of raising.
+    pub kind: WrKind,
+    /// When the current raising period started, or when the last one finished (ns).
+    pub last_start_finish: Time,
+    /// Length of the current raising period (ns).
+    pub cur_max_time: Time,
+    /// Service received while raised (sectors).
+    pub service_from_wr: u64,
+    /// Start of an interactive period interrupted by soft real-time raising (ns).
+    pub start_at_switch_to_srt: Option<Time>,
+    /// Earliest time (ns) the next idle→busy switch may count as soft real-time.
+    pub soft_rt_next_start: Time,
+    /// Recompute `soft_rt_next_start` at the completion that drains the queue.
+    pub softrt_update: bool,
+    /// Last idle→busy switch (ns).
+    pub last_idle_bklogged: Time,
+    /// Service since the last idle→busy switch (sectors).
+    pub service_from_backlogged: u64,
+}
+
+impl WrState {
+    /// Not raised. `soft_rt_next_start` starts at the creation time `now`, so a queue that is still in its
+    /// interactive period can switch to soft real-time raising at its next idle→busy switch (the interactive
+    /// period is then remembered and resumed).
+    pub fn new(now: Time) -> Self {
+        WrState {
+            coeff: 1,
+            soft_rt_next_start: now,
+            ..WrState::default()
+        }
+    }
+    /// Multiplier of the budget timeout: the raising coefficient for interactive raising, else 1.
+    pub fn timeout_coeff(&self) -> u32 {
+        if self.kind == WrKind::Interactive {
+            self.coeff.max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// Interactive raising length (ns): `ref_rate * ref_duration / peak_rate`, clamped to 3..25 s, so that slower
+/// devices (longer start-ups) get longer raising.
+pub fn wr_duration(rotational: bool, peak_rate: u64) -> Time {
+    let (rate, dur) = if rotational {
+        (super::peak_rate::REF_RATE_ROT, WR_REF_DURATION_ROT)
+    } else {
+        (super::peak_rate::REF_RATE_NONROT, WR_REF_DURATION_NONROT)
+    };
+    let d = (u128::from(rate) * u128::from(dur) / u128::from(peak_rate.max(1))) as u64;
+    d.clamp(WR_DURATION_MIN, WR_DURATION_MAX)
+}
+
+impl Bfq {
+    /// Current interactive raising length (ns): the `wr_max_time` override or [`wr_duration`].
+    pub(crate) fn wr_duration(&self) -> Time {
+        if self.p.wr_max_time > 0 {
+            self.p.wr_max_time
+        } else {
+            wr_duration(self.rotational, self.peak.peak)
+        }
+    }
+
+    /// Changes the raising coefficient of `q`, keeping the counters and the (lazily applied) weight in step.
+    pub(crate) fn set_wr_coeff(&mut self, q: u32, coeff: u32) {
+        let old = self.q(q).wr.coeff;
+        if old == coeff {
+            return;
+        }
+        if self.q(q).busy {
+            if old > 1 && coeff == 1 {
+                self.wr_busy_queues = self.wr_busy_queues.saturating_sub(1);
+            } else if old == 1 && coeff > 1 {
+                self.wr_busy_queues += 1;
+            }
+        }
+        self.qm(q).wr.coeff = coeff;
+        let w = self.q(q).orig_weight.saturating_mul(coeff);
+        let e = self.q(q).entity;
+        self.wf.set_weight(e, w);
+        self.sync_counters(q);
+    }
+
+    /// Whether an idle→busy switch of `q` at `now` makes it (interactive, soft real-time).
+    pub(crate) fn wr_candidate(&self, q: u32, now: Time) -> (bool, bool) {
+        if !self.p.low_latency {
+            return (false, false);
+        }
+        let qq = self.q(q);
+        let in_burst = qq.burst.in_large_burst;
+        let interactive = !in_burst
+            && qq.dispatched == 0
+            && qq
+                .became_idle_at
+                .is_none_or(|t| now > t.saturating_add(self.p.wr_min_idle_time));
+        let soft_rt = self.p.wr_max_softrt_rate > 0
+            && !super::idling::totally_seeky(qq.seek_history)
+            && !in_burst
+            && qq.dispatched == 0
+            && now > qq.wr.soft_rt_next_start;
+        (interactive, soft_rt)
+    }
+
+    /// Starts or renews raising on an idle→busy switch (`bfq_update_bfqq_wr_on_rq_arrival`).
+    pub(crate) fn wr_on_arrival(&mut self, q: u32, interactive: bool, soft_rt: bool, now: Time) {
+        let qq = self.q(q);
+        if !self.p.low_latency || !qq.sync || qq.merge.coop {
+            return;
+        }
+        if qq
+            .merge
+            .split_time
+            .is_some_and(|t| now <= t.saturating_add(self.p.wr_min_idle_time))
+        {
+            return;
+        }
+        let dur = self.wr_duration();
+        let two_min = 2 * self.budgets.min_budget();
+        let cut_budget = |b: &mut Bfq| {
+            let e = b.q(q).entity;
+            if let Some(en) = b.wf.ent_mut(e) {
+                en.budget = en.budget.min(two_min);
+            }
+        };
+        if qq.wr.coeff == 1 {
+            if interactive {
+                self.set_wr_coeff(q, self.p.wr_coeff.max(2));
+                let w = &mut self.qm(q).wr;
+                w.kind = WrKind::Interactive;
+                w.cur_max_time = dur;
+                w.last_start_finish = now;
+                w.service_from_wr = 0;
+                w.start_at_switch_to_srt = None;
+                cut_budget(self);
+            } else if soft_rt {
+                self.set_wr_coeff(q, self.p.wr_coeff.max(2) * super::tunables::SOFTRT_WR_FACTOR);
+                let rt = self.p.wr_rt_max_time;
+                let w = &mut self.qm(q).wr;
+                w.kind = WrKind::SoftRt;
+                w.cur_max_time = rt;
+                w.last_start_finish = now;
+                w.service_from_wr = 0;
+                w.start_at_switch_to_srt = None;
+                cut_budget(self);
+            }
+        } else if interactive {
+            self.set_wr_coeff(q, self.p.wr_coeff.max(2));
+            let w = &mut self.qm(q).wr;
+            w.kind = WrKind::Interactive;
+            w.cur_max_time = dur;
+            w.last_start_finish = now;
+        } else if soft_rt {
+            let was = self.q(q).wr;
+            self.set_wr_coeff(q, self.p.wr_coeff.max(2) * super::tunables::SOFTRT_WR_FACTOR);
+            let rt = self.p.wr_rt_max_time;
+            let w = &mut self.qm(q).wr;
+            if was.kind == WrKind::Interactive {
+                w.start_at_switch_to_srt = Some(was.last_start_finish);
+            }
+            w.kind = WrKind::SoftRt;
+            w.cur_max_time = rt;
+            w.last_start_finish = now;
+        }
+    }
+
+    /// Resets the per-backlog counters at an idle→busy switch.
+    pub(crate) fn wr_on_idle_busy(&mut self, q: u32, now: Time) {
+        let w = &mut self.qm(q).wr;
+        w.last_idle_bklogged = now;
+        w.service_from_backlogged = 0;
+        w.softrt_update = false;
+    }
+
+    /// Async raising: a busy, non-raised async queue receiving a request long after its previous one.
+    pub(crate) fn async_raise_on_arrival(&mut self, q: u32, sync: bool, now: Time) {
+        let qq = self.q(q);
+        if !self.p.low_latency || sync || qq.sync || qq.wr.coeff != 1 || !qq.busy {
+            return;
+        }
+        let Some(last) = qq.last_arrival else { return };
+        if now >= last.saturating_add(self.p.wr_min_inter_arr_async) {
+            let dur = self.wr_duration();
+            self.set_wr_coeff(q, self.p.wr_coeff.max(2));
+            let w = &mut self.qm(q).wr;
+            w.kind = WrKind::Interactive;
+            w.cur_max_time = dur;
+            w.last_start_finish = now;
+            w.service_from_wr = 0;
+        }
+    }
+
+    /// Accounts service for the raising limits.
+    pub(crate) fn wr_on_served(&mut self, q: u32, charge: u64) {
+        let w = &mut self.qm(q).wr;
+        if w.coeff > 1 {
+            w.service_from_wr = w.service_from_wr.saturating_add(charge);
+        }
+        w.service_from_backlogged = w.service_from_backlogged.saturating_add(charge);
+    }
+
+    /// Ends raising.
+    pub(crate) fn end_wr(&mut self, q: u32, now: Time) {
+        self.set_wr_coeff(q, 1);
+        let w = &mut self.qm(q).wr;
+        w.kind = WrKind::None;
+        w.cur_max_time = 0;
+        w.last_start_finish = now;
+        w.start_at_switch_to_srt = None;
+    }
+
+    /// `bfq_update_wr_data`, at each dispatch of the in-service queue: ends raising when its time or service is
+    /// up, when the queue joined a large burst, or when a soft real-time queue turned totally seeky; an expired
+    /// soft real-time period falls back to an interrupted interactive one that is still running.
+    pub(crate) fn update_wr_data(&mut self, q: u32, now: Time) {
+        let w = self.q(q).wr;
+        if w.coeff <= 1 {
+            return;
+        }
+        if self.q(q).burst.in_large_burst || !self.p.low_latency {
+            self.end_wr(q, now);
+            return;
+        }
+        if now > w.last_start_finish.saturating_add(w.cur_max_time) {
+            let dur = self.wr_duration();
+            match (w.kind, w.start_at_switch_to_srt) {
+                (WrKind::SoftRt, Some(t)) if now <= t.saturating_add(dur) => {
+                    self.set_wr_coeff(q, self.p.wr_coeff.max(2));
+                    let ws = &mut self.qm(q).wr;
+                    ws.kind = WrKind::Interactive;
+                    ws.last_start_finish = t;
+                    ws.cur_max_time = dur;
+                    ws.start_at_switch_to_srt = None;
+                }
+                _ => {
+                    self.end_wr(q, now);
+                    return;
+                }
+            }
+        }
+        let w = self.q(q).wr;
+        let too_much_service = w.kind == WrKind::Interactive && w.service_from_wr > MAX_SERVICE_FROM_WR;
+        let seeky_soft_rt = w.kind == WrKind::SoftRt && super::idling::totally_seeky(self.q(q).seek_history);
+        if too_much_service || seeky_soft_rt {
+            self.end_wr(q, now);
+        }
+    }
+
+    fn softrt_next_start(&self, q: u32, now: Time) -> Time {
+        let w = self.q(q).wr;
+        let rate = self.p.wr_max_softrt_rate.max(1);
+        let by_rate = w
+            .last_idle_bklogged
+            .saturating_add((u128::from(w.service_from_backlogged) * u128::from(SEC) / u128::from(rate)) as Time);
+        let by_gap = now
+            .saturating_add(self.p.slice_idle)
+            .saturating_add(SOFTRT_NEXT_START_MARGIN);
+        w.soft_rt_next_start.max(by_rate).max(by_gap)
+    }
+
+    /// At expiration: plans the earliest soft real-time reactivation if the queue is drained.
+    pub(crate) fn softrt_on_expire(&mut self, q: u32, now: Time) {
+        if !self.p.low_latency || self.p.wr_max_softrt_rate == 0 || !self.q(q).rqs.is_empty() {
+            return;
+        }
+        if self.q(q).wr.kind == WrKind::Interactive {
+            return;
+        }
+        if self.q(q).dispatched == 0 {
+            let t = self.softrt_next_start(q, now);
+            self.qm(q).wr.soft_rt_next_start = t;
+        } else {
+            self.qm(q).wr.softrt_update = true;
+        }
+    }
+
+    /// At a completion: the deferred soft real-time planning of a queue that is now drained.
+    pub(crate) fn softrt_on_completion(&mut self, q: u32, now: Time) {
+        let qq = self.q(q);
+        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != q {
+            let t = self.softrt_next_start(q, now);
+            let w = &mut self.qm(q).wr;
+            w.soft_rt_next_start = t;
+            w.softrt_update = false;
+        }
+        let _ = NONE;
+    }
+}

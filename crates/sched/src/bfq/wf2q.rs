@@ -1,0 +1,934 @@
+//! B-WF2Q+: the fair-queueing engine of BFQ (`schedulers.md` §1.2).
+//!
+//! Entities (queues and groups) live in one arena. Each group owns a [`SchedData`] with one [`ServiceTree`] per
+//! I/O class; classes are served in strict priority RT > BE > IDLE, except that a backlogged IDLE class is served
+//! when it has not been for [`CLASS_IDLE_TIMEOUT`].
+//!
+//! Virtual time is service (sectors) divided by weight, in fixed point with [`WFQ_SERVICE_SHIFT`] fractional bits.
+//! The active tree of a service tree is a treap ordered by finish time `F` whose nodes also keep the minimum start
+//! time `S` of their subtree, so the eligible entity (`S <= V`) with the smallest `F` is found in O(log n) expected
+//! time by one walk from the root.
+//!
+//! Virtual times are `u64` and advance with wrapping arithmetic, so nothing can overflow-panic. Tree ordering uses
+//! the plain `u64` order: at 2 M sectors/s with a weight sum of 1 the 64-bit space lasts about 24 days of continuous
+//! service, and proportionally longer with larger weight sums (the default weight is 40).
+
+use crate::types::{Time, MS};
+use std::collections::BTreeSet;
+
+/// Fixed-point shift of virtual time: `delta = (service << 22) / weight`, so that a one-sector service at the
+/// largest weight (1000 x 3000 for soft real-time raising) still advances virtual time by a non-zero amount.
+pub const WFQ_SERVICE_SHIFT: u32 = 22;
+
+/// How long (ns) the IDLE class may go unserved while it is backlogged before a lookup serves it anyway: 200 ms
+/// (`HZ/5`), so idle-class work is never starved forever.
+pub const CLASS_IDLE_TIMEOUT: Time = 200 * MS;
+
+/// Number of I/O classes, each with its own service tree.
+pub const CLASSES: usize = 3;
+
+/// Index of the IDLE class's service tree.
+pub const IDLE_CLASS: usize = 2;
+
+/// Marks "no entity" in links and slots.
+pub const NONE: u32 = u32::MAX;
+
+/// Virtual-time cost of `service` sectors at `weight`: `(service << WFQ_SERVICE_SHIFT) / weight`.
+pub fn delta(service: u64, weight: u64) -> u64 {
+    ((u128::from(service) << WFQ_SERVICE_SHIFT) / u128::from(weight.max(1))) as u64
+}
+
+/// Wrap-safe `a > b` for virtual times (signed difference).
+pub fn vt_gt(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) > 0
+}
+
+/// Wrap-safe maximum of two virtual times.
+pub fn vt_max(a: u64, b: u64) -> u64 {
+    if vt_gt(a, b) {
+        a
+    } else {
+        b
+    }
+}
+
+/// Where an entity currently is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Not scheduled and not counted in any weight sum.
+    Out,
+    /// On its service tree's active tree (backlogged).
+    Active,
+    /// On the idle tree: not backlogged, but its finish time is still in the future, so its weight stays counted.
+    Idle,
+    /// Being served (removed from the active tree, still counted in the weight sum).
+    InService,
+}
+
+/// What an entity schedules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// A BFQ queue (index into the policy's queue slab).
+    Queue(u32),
+    /// A group (index of its [`SchedData`]).
+    Group(u32),
+}
+
+/// A schedulable entity: a queue or a group.
+#[derive(Debug, Clone)]
+pub struct Entity {
+    /// Virtual start time.
+    pub start: u64,
+    /// Virtual finish time.
+    pub finish: u64,
+    /// Budget of the current slot (sectors).
+    pub budget: u64,
+    /// Service received in the current slot (sectors).
+    pub service: u64,
+    /// Weight in force (counted in the tree's weight sum while not [`Place::Out`]).
+    pub weight: u32,
+    /// Weight to apply at the next activation or requeue (lazy weight change).
+    pub new_weight: u32,
+    /// I/O class index (0 RT, 1 BE, 2 IDLE).
+    pub class: u8,
+    /// Index of the [`SchedData`] this entity is scheduled in.
+    pub parent: u32,
+    /// What it schedules.
+    pub owner: Owner,
+    /// Where it is.
+    pub place: Place,
+    left: u32,
+    right: u32,
+    prio: u32,
+    min_start: u64,
+}
+
+/// One per-class service tree.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceTree {
+    /// System virtual time.
+    pub vtime: u64,
+    /// Sum of the weights of active, in-service and idle-tree entities.
+    pub wsum: u64,
+    root: u32,
+    /// Idle tree ordered by finish time.
+    idle: BTreeSet<(u64, u32)>,
+}
+
+impl ServiceTree {
+    fn new() -> Self {
+        ServiceTree {
+            vtime: 0,
+            wsum: 0,
+            root: NONE,
+            idle: BTreeSet::new(),
+        }
+    }
+    /// True if no entity is backlogged on this tree.
+    pub fn is_empty(&self) -> bool {
+        self.root == NONE
+    }
+    /// Entities on the idle tree.
+    pub fn idle_len(&self) -> usize {
+        self.idle.len()
+    }
+}
+
+/// Scheduling data of one group: per-class trees and the entity in service at this level.
+#[derive(Debug, Clone)]
+pub struct SchedData {
+    /// Per-class service trees (RT, BE, IDLE).
+    pub trees: [ServiceTree; CLASSES],
+    /// Entity in service at this level, or [`NONE`].
+    pub in_service: u32,
+    /// Last time (ns) the IDLE class was (about to be) served at this level.
+    pub idle_class_last_service: Time,
+    /// The group's own entity in its parent, or [`NONE`] for the root.
+    pub owner: u32,
+}
+
+impl SchedData {
+    fn new(owner: u32) -> Self {
+        SchedData {
+            trees: [ServiceTree::new(), ServiceTree::new(), ServiceTree::new()],
+            in_service: NONE,
+            idle_class_last_service: 0,
+            owner,
+        }
+    }
+    /// True if some entity is backlogged at this level.
+    pub fn has_active(&self) -> bool {
+        self.trees.iter().any(|t| !t.is_empty())
+    }
+}
+
+/// The whole hierarchy: entity arena and per-group scheduling data. `sds[0]` is the root.
+#[derive(Debug, Clone)]
+pub struct Wf2q {
+    /// Entity arena.
+    pub ents: Vec<Entity>,
+    free: Vec<u32>,
+    /// Per-group scheduling data; index 0 is the root group.
+    pub sds: Vec<SchedData>,
+    seed: u32,
+}
+
+impl Default for Wf2q {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn mix(x: u32) -> u32 {
+    let mut z = x.wrapping_add(0x9E37_79B9);
+    z = (z ^ (z >> 16)).wrapping_mul(0x85EB_CA6B);
+    z = (z ^ (z >> 13)).wrapping_mul(0xC2B2_AE35);
+    z ^ (z >> 16)
+}
+
+impl Wf2q {
+    /// A hierarchy with only the root group.
+    pub fn new() -> Self {
+        Wf2q {
+            ents: Vec::new(),
+            free: Vec::new(),
+            sds: vec![SchedData::new(NONE)],
+            seed: 1,
+        }
+    }
+
+    /// Adds a group scheduled under `parent_sd` with `weight`; returns its sched-data index.
+    pub fn new_group(&mut self, parent_sd: u32, weight: u32) -> u32 {
+        let sd = self.sds.len() as u32;
+        let e = self.new_entity(parent_sd, weight, 1, Owner::Group(sd));
+        self.sds.push(SchedData::new(e));
+        sd
+    }
+
+    /// Adds an entity (out of every tree) and returns its id.
+    pub fn new_entity(&mut self, parent_sd: u32, weight: u32, class: u8, owner: Owner) -> u32 {
+        let w = weight.max(1);
+        let ent = Entity {
+            start: 0,
+            finish: 0,
+            budget: 0,
+            service: 0,
+            weight: w,
+            new_weight: w,
+            class: class.min(IDLE_CLASS as u8),
+            parent: parent_sd,
+            owner,
+            place: Place::Out,
+            left: NONE,
+            right: NONE,
+            prio: 0,
+            min_start: 0,
+        };
+        if let Some(id) = self.free.pop() {
+            if let Some(slot) = self.ents.get_mut(id as usize) {
+                *slot = ent;
+                return id;
+            }
+        }
+        self.ents.push(ent);
+        (self.ents.len() - 1) as u32
+    }
+
+    /// Frees an entity that is not active or in service (forgetting it if it is on the idle tree).
+    pub fn free_entity(&mut self, e: u32) {
+        let Some(ent) = self.ents.get(e as usize) else { return };
+        match ent.place {
+            Place::Idle => self.forget(e),
+            Place::Out => {}
+            Place::Active | Place::InService => return,
+        }
+        self.free.push(e);
+    }
+
+    fn st(&mut self, e: u32) -> &mut ServiceTree {
+        let ent = &self.ents[e as usize];
+        let (p, c) = (ent.parent as usize, ent.class as usize);
+        &mut self.sds[p].trees[c]
+    }
+
+    /// The service tree `e` is scheduled on.
+    pub fn tree_of(&self, e: u32) -> &ServiceTree {
+        let ent = &self.ents[e as usize];
+        &self.sds[ent.parent as usize].trees[ent.class as usize]
+    }
+
+    // ---- treap keyed by (finish, id), augmented with the subtree minimum start ----
+
+    fn key(&self, x: u32) -> (u64, u32) {
+        (self.ents[x as usize].finish, x)
+    }
+
+    fn pull(&mut self, x: u32) {
+        let (l, r) = (self.ents[x as usize].left, self.ents[x as usize].right);
+        let mut m = self.ents[x as usize].start;
+        if l != NONE {
+            m = m.min(self.ents[l as usize].min_start);
+        }
+        if r != NONE {
+            m = m.min(self.ents[r as usize].min_start);
+        }
+        self.ents[x as usize].min_start = m;
+    }
+
+    /// Splits `t` into keys `< k` and `>= k`.
+    fn split(&mut self, t: u32, k: (u64, u32)) -> (u32, u32) {
+        if t == NONE {
+            return (NONE, NONE);
+        }
+        if self.key(t) < k {
+            let (a, b) = self.split(self.ents[t as usize].right, k);
+            self.ents[t as usize].right = a;
+            self.pull(t);
+            (t, b)
+        } else {
+            let (a, b) = self.split(self.ents[t as usize].left, k);
+            self.ents[t as usize].left = b;
+            self.pull(t);
+            (a, t)
+        }
+    }
+
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NONE {
+            return b;
+        }
+        if b == NONE {
+            return a;
+        }
+        if self.ents[a as usize].prio > self.ents[b as usize].prio {
+            let r = self.merge(self.ents[a as usize].right, b);
+            self.ents[a as usize].right = r;
+            self.pull(a);
+            a
+        } else {
+            let l = self.merge(a, self.ents[b as usize].left);
+            self.ents[b as usize].left = l;
+            self.pull(b);
+            b
+        }
+    }
+
+    fn t_insert(&mut self, t: u32, n: u32) -> u32 {
+        if t == NONE {
+            return n;
+        }
+        if self.ents[n as usize].prio > self.ents[t as usize].prio {
+            let (a, b) = self.split(t, self.key(n));
+            self.ents[n as usize].left = a;
+            self.ents[n as usize].right = b;
+            self.pull(n);
+            return n;
+        }
+        if self.key(n) < self.key(t) {
+            let l = self.t_insert(self.ents[t as usize].left, n);
+            self.ents[t as usize].left = l;
+        } else {
+            let r = self.t_insert(self.ents[t as usize].right, n);
+            self.ents[t as usize].right = r;
+        }
+        self.pull(t);
+        t
+    }
+
+    fn t_remove(&mut self, t: u32, n: u32) -> u32 {
+        if t == NONE {
+            return NONE;
+        }
+        if t == n {
+            let (l, r) = (self.ents[t as usize].left, self.ents[t as usize].right);
+            self.ents[t as usize].left = NONE;
+            self.ents[t as usize].right = NONE;
+            return self.merge(l, r);
+        }
+        if self.key(n) < self.key(t) {
+            let l = self.t_remove(self.ents[t as usize].left, n);
+            self.ents[t as usize].left = l;
+        } else {
+            let r = self.t_remove(self.ents[t as usize].right, n);
+            self.ents[t as usize].right = r;
+        }
+        self.pull(t);
+        t
+    }
+
+    /// The eligible (`S <= v`) entity with the smallest finish time under `t`, in one root-to-leaf walk.
+    fn first_eligible(&self, t: u32, v: u64) -> u32 {
+        let mut x = t;
+        while x != NONE {
+            let n = &self.ents[x as usize];
+            if n.left != NONE && self.ents[n.left as usize].min_start <= v {
+                x = n.left;
+            } else if n.start <= v {
+                return x;
+            } else {
+                x = n.right;
+            }
+        }
+        NONE
+    }
+
+    fn active_insert(&mut self, e: u32) {
+        self.seed = self.seed.wrapping_add(1);
+        let prio = mix(self.seed ^ e.rotate_left(16));
+        {
+            let ent = &mut self.ents[e as usize];
+            ent.left = NONE;
+            ent.right = NONE;
+            ent.prio = prio;
+            ent.min_start = ent.start;
+            ent.place = Place::Active;
+        }
+        let root = self.st(e).root;
+        let r = self.t_insert(root, e);
+        self.st(e).root = r;
+    }
+
+    fn active_remove(&mut self, e: u32) {
+        let root = self.st(e).root;
+        let r = self.t_remove(root, e);
+        self.st(e).root = r;
+    }
+
+    fn apply_weight(&mut self, e: u32) {
+        let (old, new) = (self.ents[e as usize].weight, self.ents[e as usize].new_weight);
+        if old != new {
+            let st = self.st(e);
+            st.wsum = st.wsum.saturating_sub(u64::from(old)) + u64::from(new);
+            self.ents[e as usize].weight = new;
+        }
+    }
+
+    /// Removes an idle-tree entity and its weight from the weight sum.
+    fn forget(&mut self, e: u32) {
+        let f = self.ents[e as usize].finish;
+        let w = u64::from(self.ents[e as usize].weight);
+        let st = self.st(e);
+        st.idle.remove(&(f, e));
+        st.wsum = st.wsum.saturating_sub(w);
+        self.ents[e as usize].place = Place::Out;
+    }
+
+    /// `forget_idle`: when nothing is active, let virtual time catch up with the idle tree; then drop the first
+    /// idle entity if its finish time has been reached.
+    fn forget_idle(&mut self, sd: usize, class: usize) {
+        let st = &mut self.sds[sd].trees[class];
+        if st.root == NONE {
+            if let Some(&(lf, _)) = st.idle.last() {
+                if !vt_gt(lf, st.vtime) {
+                    st.vtime = lf;
+                }
+            }
+        }
+        if let Some(&(ff, fe)) = st.idle.first() {
+            if !vt_gt(ff, st.vtime) {
+                self.forget(fe);
+            }
+        }
+    }
+
+    /// Schedules the idle (or out) entity `e`, back-shifting its timestamps if `backshift`; `wr_coeff` limits how
+    /// far back-shifted stamps may lag the system virtual time. Ancestor groups are activated or repositioned.
+    pub fn activate(&mut self, e: u32, backshift: bool, wr_coeff: u32) {
+        let Some(ent) = self.ents.get(e as usize) else { return };
+        let place = ent.place;
+        let f_old = ent.finish;
+        let vtime = self.st(e).vtime;
+        let min_vstart = if backshift && vt_gt(vtime, f_old) { f_old } else { vtime };
+        match place {
+            Place::Active | Place::InService => return,
+            Place::Idle => {
+                self.st(e).idle.remove(&(f_old, e));
+                self.ents[e as usize].start = vt_max(min_vstart, f_old);
+            }
+            Place::Out => {
+                let w = u64::from(self.ents[e as usize].weight);
+                self.st(e).wsum += w;
+                self.ents[e as usize].start = min_vstart;
+            }
+        }
+        self.apply_weight(e);
+        let ent = &mut self.ents[e as usize];
+        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+        if backshift && vt_gt(vtime, ent.finish) {
+            let d = vtime.wrapping_sub(ent.finish) / u64::from(wr_coeff.max(1));
+            ent.start = ent.start.wrapping_add(d);
+            ent.finish = ent.finish.wrapping_add(d);
+        }
+        self.active_insert(e);
+        self.update_ancestors(e);
+    }
+
+    /// Changes the budget of an active (not in-service) entity and repositions it: `F = S + delta(budget)`.
+    pub fn reposition(&mut self, e: u32, budget: u64) {
+        let Some(ent) = self.ents.get_mut(e as usize) else {
+            return;
+        };
+        ent.budget = budget;
+        if ent.place != Place::Active {
+            return;
+        }
+        self.active_remove(e);
+        self.apply_weight(e);
+        let ent = &mut self.ents[e as usize];
+        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+        self.active_insert(e);
+        self.update_ancestors(e);
+    }
+
+    /// After a change under `e`'s parent group, activate or reposition the ancestors with the group's new budget
+    /// (a group's budget is that of its next entity in service).
+    fn update_ancestors(&mut self, e: u32) {
+        let mut cur = e;
+        loop {
+            let sd = self.ents[cur as usize].parent;
+            let g = self.sds[sd as usize].owner;
+            if g == NONE {
+                return;
+            }
+            let budget = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
+            match self.ents[g as usize].place {
+                Place::InService => return,
+                Place::Active => {
+                    if self.ents[g as usize].budget == budget {
+                        return;
+                    }
+                    self.ents[g as usize].budget = budget;
+                    self.active_remove(g);
+                    self.apply_weight(g);
+                    let ge = &mut self.ents[g as usize];
+                    ge.finish = ge.start.wrapping_add(delta(ge.budget, u64::from(ge.weight)));
+                    self.active_insert(g);
+                }
+                Place::Idle | Place::Out => {
+                    self.ents[g as usize].budget = budget;
+                    // Activating the group walks further up by itself.
+                    self.activate(g, false, 1);
+                    return;
+                }
+            }
+            cur = g;
+        }
+    }
+
+    /// Charges `s` sectors to `e` and each ancestor, advancing each level's virtual time.
+    pub fn served(&mut self, e: u32, s: u64) {
+        let mut cur = e;
+        while let Some(ent) = self.ents.get_mut(cur as usize) {
+            ent.service = ent.service.saturating_add(s);
+            let (sd, class) = (ent.parent as usize, ent.class as usize);
+            let st = &mut self.sds[sd].trees[class];
+            st.vtime = st.vtime.wrapping_add(delta(s, st.wsum));
+            self.forget_idle(sd, class);
+            cur = self.sds[sd].owner;
+        }
+    }
+
+    /// The entity a lookup at level `sd` would choose at time `now`, without changing anything.
+    pub fn peek(&self, sd: u32, now: Time) -> Option<u32> {
+        let sdd = self.sds.get(sd as usize)?;
+        let idle_first =
+            now > sdd.idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) && !sdd.trees[IDLE_CLASS].is_empty();
+        let order: [usize; 3] = if idle_first { [2, 0, 1] } else { [0, 1, 2] };
+        for c in order {
+            let st = &sdd.trees[c];
+            if st.root == NONE {
+                continue;
+            }
+            let v = vt_max(st.vtime, self.ents[st.root as usize].min_start);
+            let x = self.first_eligible(st.root, v);
+            if x != NONE {
+                return Some(x);
+            }
+        }
+        None
+    }
+
+    /// A committed lookup at level `sd`: applies the IDLE-class 200 ms rule and, if nothing is in service at this
+    /// level, moves virtual time up so that some entity is eligible.
+    fn lookup(&mut self, sd: u32, now: Time) -> Option<u32> {
+        let s = sd as usize;
+        let mut order: [usize; 3] = [0, 1, 2];
+        if now > self.sds[s].idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) {
+            if !self.sds[s].trees[IDLE_CLASS].is_empty() {
+                order = [2, 0, 1];
+            }
+            self.sds[s].idle_class_last_service = now;
+        }
+        let no_in_service = self.sds[s].in_service == NONE;
+        for c in order {
+            let root = self.sds[s].trees[c].root;
+            if root == NONE {
+                continue;
+            }
+            let v = vt_max(self.sds[s].trees[c].vtime, self.ents[root as usize].min_start);
+            if no_in_service {
+                self.sds[s].trees[c].vtime = v;
+                self.forget_idle(s, c);
+            }
+            let x = self.first_eligible(root, v);
+            if x != NONE {
+                return Some(x);
+            }
+        }
+        None
+    }
+
+    /// Chooses the next queue entity from the root down, putting every entity on the path in service
+    /// (removed from its active tree, `service = 0`).
+    pub fn next_in_service(&mut self, now: Time) -> Option<u32> {
+        let mut sd = 0u32;
+        for _ in 0..64 {
+            let e = self.lookup(sd, now)?;
+            self.active_remove(e);
+            let ent = &mut self.ents[e as usize];
+            ent.place = Place::InService;
+            ent.service = 0;
+            let owner = ent.owner;
+            self.sds[sd as usize].in_service = e;
+            match owner {
+                Owner::Queue(_) => return Some(e),
+                Owner::Group(g) => sd = g,
+            }
+        }
+        None
+    }
+
+    /// Ends the service of in-service leaf `leaf` and of its in-service ancestors: each is requeued with the
+    /// service it received (`S = S + service/w`) if still backlogged, or deactivated (to the idle tree if its
+    /// finish time is ahead of virtual time). Ancestors' service is reset to 0; the leaf's is left to the caller.
+    pub fn expire_path(&mut self, leaf: u32, leaf_busy: bool) {
+        let mut e = leaf;
+        let mut busy = leaf_busy;
+        for _ in 0..64 {
+            let Some(ent) = self.ents.get(e as usize) else { return };
+            if ent.place != Place::InService {
+                return;
+            }
+            let sd = ent.parent;
+            if self.sds[sd as usize].in_service == e {
+                self.sds[sd as usize].in_service = NONE;
+            }
+            {
+                let ent = &mut self.ents[e as usize];
+                ent.finish = ent.start.wrapping_add(delta(ent.service, u64::from(ent.weight)));
+            }
+            if busy {
+                self.ents[e as usize].start = self.ents[e as usize].finish;
+                self.apply_weight(e);
+                let ent = &mut self.ents[e as usize];
+                ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+                self.active_insert(e);
+            } else {
+                self.park_or_forget(e);
+            }
+            if e != leaf {
+                self.ents[e as usize].service = 0;
+            }
+            let g = self.sds[sd as usize].owner;
+            if g == NONE {
+                return;
+            }
+            busy = self.sds[sd as usize].has_active();
+            if busy {
+                let b = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
+                self.ents[g as usize].budget = b;
+            }
+            e = g;
+        }
+    }
+
+    fn park_or_forget(&mut self, e: u32) {
+        let (f, w) = (self.ents[e as usize].finish, u64::from(self.ents[e as usize].weight));
+        let st = self.st(e);
+        if vt_gt(f, st.vtime) {
+            st.idle.insert((f, e));
+            self.ents[e as usize].place = Place::Idle;
+        } else {
+            st.wsum = st.wsum.saturating_sub(w);
+            self.ents[e as usize].place = Place::Out;
+        }
+    }
+
+    /// Deactivates an active (not in-service) entity that is no longer backlogged, onto the idle tree if its
+    /// finish time is ahead of virtual time; ancestors left without backlog are deactivated too.
+    pub fn deactivate(&mut self, e: u32) {
+        let mut cur = e;
+        for _ in 0..64 {
+            let Some(ent) = self.ents.get(cur as usize) else { return };
+            if ent.place != Place::Active {
+                return;
+            }
+            self.active_remove(cur);
+            self.park_or_forget(cur);
+            let sd = self.ents[cur as usize].parent;
+            let g = self.sds[sd as usize].owner;
+            if g == NONE {
+                return;
+            }
+            if self.sds[sd as usize].has_active() || self.sds[sd as usize].in_service != NONE {
+                if self.ents[g as usize].place == Place::Active {
+                    let b = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
+                    self.reposition(g, b);
+                }
+                return;
+            }
+            cur = g;
+        }
+    }
+
+    /// Whether the root-level in-service entity, requeued now with the service it received, would be chosen
+    /// again before every other backlogged entity (the kernel's `next_in_service == in_service_entity`).
+    pub fn in_service_still_next(&self, now: Time) -> bool {
+        let e = self.sds[0].in_service;
+        let Some(en) = self.ents.get(e as usize) else {
+            return false;
+        };
+        let Some(c) = self.peek(0, now) else { return true };
+        let cn = &self.ents[c as usize];
+        if en.class != cn.class {
+            return en.class < cn.class;
+        }
+        let w = u64::from(en.weight);
+        let s = en.start.wrapping_add(delta(en.service, w));
+        let f = s.wrapping_add(delta(en.budget, w));
+        let st = &self.sds[en.parent as usize].trees[en.class as usize];
+        let min_start = if st.root == NONE {
+            s
+        } else {
+            self.ents[st.root as usize].min_start.min(s)
+        };
+        let v = vt_max(st.vtime, min_start);
+        !vt_gt(s, v) && f < cn.finish
+    }
+
+    /// Sets the weight that `e` takes at its next activation or requeue (clamped to at least 1).
+    pub fn set_weight(&mut self, e: u32, weight: u32) {
+        if let Some(ent) = self.ents.get_mut(e as usize) {
+            ent.new_weight = weight.max(1);
+        }
+    }
+
+    /// The in-service leaf's remaining budget (sectors).
+    pub fn budget_left(&self, e: u32) -> u64 {
+        self.ents
+            .get(e as usize)
+            .map_or(0, |x| x.budget.saturating_sub(x.service))
+    }
+
+    /// The entity `e`, if it exists.
+    pub fn ent(&self, e: u32) -> Option<&Entity> {
+        self.ents.get(e as usize)
+    }
+
+    /// The entity `e`, mutably.
+    pub fn ent_mut(&mut self, e: u32) -> Option<&mut Entity> {
+        self.ents.get_mut(e as usize)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Brute-force reference: among active entities of the BE tree of the root, the eligible one with the
+    /// smallest (F, id).
+    fn reference(w: &Wf2q, ids: &[u32], v: u64) -> u32 {
+        ids.iter()
+            .copied()
+            .filter(|&e| w.ents[e as usize].start <= v)
+            .min_by_key(|&e| (w.ents[e as usize].finish, e))
+            .unwrap_or(NONE)
+    }
+
+    fn check_min_start(w: &Wf2q, t: u32) -> u64 {
+        if t == NONE {
+            return u64::MAX;
+        }
+        let n = &w.ents[t as usize];
+        let m = n.start.min(check_min_start(w, n.left)).min(check_min_start(w, n.right));
+        assert_eq!(m, n.min_start, "augmented min_start out of date");
+        m
+    }
+
+    proptest! {
+        // The augmented treap must return exactly what an O(n) scan returns, whatever the sequence of inserts,
+        // removals and queries, and keep its min_start field consistent.
+        #[test]
+        fn eligible_min_finish_matches_linear_scan(ops in proptest::collection::vec((0u8..3, 0u64..1000, 0u64..1000, 0usize..64), 1..400)) {
+            let mut w = Wf2q::new();
+            let mut active: Vec<u32> = Vec::new();
+            for (op, a, b, k) in ops {
+                match op {
+                    0 => {
+                        let e = w.new_entity(0, 10, 1, Owner::Queue(0));
+                        w.ents[e as usize].start = a;
+                        w.ents[e as usize].finish = a + b;
+                        w.active_insert(e);
+                        active.push(e);
+                    }
+                    1 if !active.is_empty() => {
+                        let e = active.swap_remove(k % active.len());
+                        w.active_remove(e);
+                        w.ents[e as usize].place = Place::Out;
+                        w.free_entity(e);
+                    }
+                    _ => {
+                        let root = w.sds[0].trees[1].root;
+                        prop_assert_eq!(w.first_eligible(root, a), reference(&w, &active, a));
+                    }
+                }
+                check_min_start(&w, w.sds[0].trees[1].root);
+            }
+        }
+    }
+
+    // Two equal-weight entities with equal budgets alternate: after one is served its full budget and requeued,
+    // its finish time is larger, so the other (still eligible) is chosen next.
+    #[test]
+    fn equal_weights_alternate() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
+        let b = w.new_entity(0, 10, 1, Owner::Queue(1));
+        for e in [a, b] {
+            w.ents[e as usize].budget = 100;
+            w.activate(e, false, 1);
+        }
+        let mut order = Vec::new();
+        for _ in 0..6 {
+            let e = w.next_in_service(0).unwrap();
+            order.push(e);
+            w.served(e, 100);
+            w.expire_path(e, true);
+        }
+        assert_eq!(order, vec![a, b, a, b, a, b]);
+    }
+
+    // Weights 1:3 with equal budgets: over many slots the heavier entity is served three times as often,
+    // since its finish time advances a third as fast.
+    #[test]
+    fn weights_share_slots_proportionally() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
+        let b = w.new_entity(0, 30, 1, Owner::Queue(1));
+        for e in [a, b] {
+            w.ents[e as usize].budget = 64;
+            w.activate(e, false, 1);
+        }
+        let mut n = [0u32; 2];
+        for _ in 0..400 {
+            let e = w.next_in_service(0).unwrap();
+            n[if e == a { 0 } else { 1 }] += 1;
+            w.served(e, 64);
+            w.expire_path(e, true);
+        }
+        assert!((n[1] as i64 - 3 * n[0] as i64).abs() <= 4, "{n:?}");
+    }
+
+    // Strict class priority: an RT entity is always chosen over a BE one, and the IDLE class is served only when
+    // nothing else is backlogged, or when it has waited 200 ms.
+    #[test]
+    fn classes_strict_priority_and_idle_timeout() {
+        let mut w = Wf2q::new();
+        let rt = w.new_entity(0, 10, 0, Owner::Queue(0));
+        let idle = w.new_entity(0, 10, 2, Owner::Queue(1));
+        for e in [rt, idle] {
+            w.ents[e as usize].budget = 8;
+            w.activate(e, false, 1);
+        }
+        // At t=0 the idle class was "served" at 0, so RT wins.
+        w.sds[0].idle_class_last_service = 0;
+        let e = w.next_in_service(1).unwrap();
+        assert_eq!(e, rt);
+        w.served(e, 8);
+        w.expire_path(e, true);
+        // 150 ms later RT still wins.
+        assert_eq!(w.next_in_service(150 * MS), Some(rt));
+        w.served(rt, 8);
+        w.expire_path(rt, true);
+        // After 200 ms without idle-class service, IDLE is picked even though RT is backlogged.
+        assert_eq!(w.next_in_service(201 * MS), Some(idle));
+        w.served(idle, 8);
+        w.expire_path(idle, true);
+        // And the timer restarts: right after, RT again.
+        assert_eq!(w.next_in_service(202 * MS), Some(rt));
+    }
+
+    // Hierarchy: two groups of equal weight under the root, one with one queue, the other with three. Each group
+    // gets half of the service, whatever the number of queues inside.
+    #[test]
+    fn groups_share_equally_regardless_of_members() {
+        let mut w = Wf2q::new();
+        let g1 = w.new_group(0, 100);
+        let g2 = w.new_group(0, 100);
+        let mut leaves = vec![w.new_entity(g1, 40, 1, Owner::Queue(0))];
+        for i in 1..4 {
+            leaves.push(w.new_entity(g2, 40, 1, Owner::Queue(i)));
+        }
+        for &e in &leaves {
+            w.ents[e as usize].budget = 32;
+            w.activate(e, false, 1);
+        }
+        let mut per_group = [0u64; 2];
+        for _ in 0..800 {
+            let e = w.next_in_service(0).unwrap();
+            let g = if w.ents[e as usize].parent == g1 { 0 } else { 1 };
+            per_group[g] += 32;
+            w.served(e, 32);
+            w.expire_path(e, true);
+        }
+        let ratio = per_group[0] as f64 / per_group[1] as f64;
+        assert!((ratio - 1.0).abs() < 0.02, "{per_group:?}");
+    }
+
+    // Back-shifting: an entity that went idle with part of its slot unused and comes back keeps its old start,
+    // so it is immediately eligible with a small finish time; without back-shift it restarts at vtime.
+    #[test]
+    fn backshift_keeps_old_timestamps() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
+        let b = w.new_entity(0, 10, 1, Owner::Queue(1));
+        for e in [a, b] {
+            w.ents[e as usize].budget = 1000;
+            w.activate(e, false, 1);
+        }
+        let e = w.next_in_service(0).unwrap();
+        assert_eq!(e, a);
+        w.served(a, 10);
+        w.expire_path(a, false); // a empties after 10 sectors
+        let f_old = w.ents[a as usize].finish;
+        // b is served for a while, pushing vtime past a's finish.
+        let e = w.next_in_service(0).unwrap();
+        assert_eq!(e, b);
+        w.served(b, 500);
+        w.expire_path(b, true);
+        w.ents[a as usize].budget = 990;
+        w.activate(a, true, 1);
+        let vtime = w.sds[0].trees[1].vtime;
+        assert!(w.ents[a as usize].start >= f_old, "start not before the old finish");
+        assert!(w.ents[a as usize].start <= vtime);
+        assert_eq!(w.next_in_service(0), Some(a), "the back-shifted queue is served first");
+    }
+
+    // Lazy weight change: set_weight changes nothing until the next requeue; then wsum follows.
+    #[test]
+    fn weight_changes_are_lazy() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
+        w.ents[a as usize].budget = 10;
+        w.activate(a, false, 1);
+        assert_eq!(w.sds[0].trees[1].wsum, 10);
+        w.set_weight(a, 300);
+        assert_eq!(w.sds[0].trees[1].wsum, 10);
+        let e = w.next_in_service(0).unwrap();
+        w.served(e, 10);
+        w.expire_path(e, true);
+        assert_eq!(w.sds[0].trees[1].wsum, 300);
+        assert_eq!(w.ents[a as usize].weight, 300);
+    }
+}
