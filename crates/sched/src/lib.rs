@@ -13,8 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod anticipatory;
-pub mod cfq;
 pub mod bfq;
+pub mod cfq;
 pub mod conformance;
 pub mod deadline;
 pub mod device;

@@ -16,7 +16,15 @@ fn main() {
     let mut owner = std::collections::HashMap::new();
     for s in 0..n {
         for _ in 0..per_stream {
-            d.submit(DevRequest { tag, dir: Direction::Read, sector: pos[s as usize], sectors: 256 }, now);
+            d.submit(
+                DevRequest {
+                    tag,
+                    dir: Direction::Read,
+                    sector: pos[s as usize],
+                    sectors: 256,
+                },
+                now,
+            );
             owner.insert(tag, s);
             pos[s as usize] += 256;
             tag += 1;
@@ -27,11 +35,22 @@ fn main() {
         while let Some(t) = d.pop_completion(now) {
             let s = owner.remove(&t).unwrap();
             bytes += 128 << 10;
-            d.submit(DevRequest { tag, dir: Direction::Read, sector: pos[s as usize], sectors: 256 }, now);
+            d.submit(
+                DevRequest {
+                    tag,
+                    dir: Direction::Read,
+                    sector: pos[s as usize],
+                    sectors: 256,
+                },
+                now,
+            );
             owner.insert(tag, s);
             pos[s as usize] += 256;
             tag += 1;
         }
     }
-    println!("{preset}: {n} streams x {per_stream} outstanding: {:.1} MB/s", bytes as f64 / 5.0 / 1e6);
+    println!(
+        "{preset}: {n} streams x {per_stream} outstanding: {:.1} MB/s",
+        bytes as f64 / 5.0 / 1e6
+    );
 }

@@ -75,8 +75,8 @@ pub struct JobConfig {
     pub limit: Limit,
     /// Call `fsync` on the file at the end of each loop (writers; fio `end_fsync` per loop).
     pub fsync_each_loop: bool,
-    /// Drop the file's cached pages before each new pass (fio `invalidate=1`, which S sets), so that later passes
-    /// read from the device rather than from memory.
+    /// Readers: drop the file's cached pages before each new pass (fio `invalidate=1`, which S sets), so that later
+    /// passes read from the device rather than from memory. Writers ignore it.
     pub invalidate: bool,
 }
 
@@ -255,7 +255,7 @@ impl Job {
                     self.phase = Phase::Running;
                     self.loops_done += 1;
                     self.loop_ops_issued = 0;
-                    self.invalidate_pending = self.cfg.invalidate;
+                    self.invalidate_pending = self.cfg.invalidate && self.dir == Dir::Read;
                 }
             }
         }
@@ -284,7 +284,7 @@ impl Job {
                 }
                 self.loops_done += 1;
                 self.loop_ops_issued = 0;
-                self.invalidate_pending = self.cfg.invalidate;
+                self.invalidate_pending = self.cfg.invalidate && self.dir == Dir::Read;
             }
             if self.exhausted(now) {
                 if self.outstanding == 0 {

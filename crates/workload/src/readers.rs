@@ -96,13 +96,21 @@ mod tests {
                 (8192, 2048)
             ]
         );
-        assert!(ex.issued.iter().all(|i| matches!(
-            i.op,
+        // Every read is buffered on file 3; the second pass starts by dropping the file's cache (fio invalidate=1),
+        // so exactly one Invalidate is issued, right before the first read of pass two.
+        let kinds: Vec<&Op> = ex.issued.iter().map(|i| &i.op).collect();
+        assert_eq!(
+            kinds.iter().filter(|o| matches!(o, Op::Invalidate { file: 3 })).count(),
+            1
+        );
+        assert!(matches!(kinds[3], Op::Invalidate { file: 3 }));
+        assert!(kinds.iter().all(|o| matches!(
+            o,
             Op::Read {
                 file: 3,
                 mode: IoMode::Buffered,
                 ..
-            }
+            } | Op::Invalidate { file: 3 }
         )));
         assert_eq!(r.report().read_bytes, 2 * 10 * 1024);
         assert_eq!(r.report().ops, 6);
