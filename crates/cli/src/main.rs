@@ -1,7 +1,7 @@
 //! The `bfq` command line.
 
 use anyhow::{bail, Result};
-use bfq_sched::{conformance, policies, DeviceInfo};
+use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -22,12 +22,8 @@ enum Cmd {
     },
     /// Run one experiment on the simulator.
     Run(RunArgs),
-    /// Run the main job: the reference comparison on the simulator.
-    Reproduce {
-        /// Seed of the random sequences.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    /// Run the main job: the seeds' reference matrix on the simulator, with report and claims checklist.
+    Reproduce(ReproduceArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,7 +41,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Schedulers { name } => schedulers(name.as_deref()),
         Cmd::Run(args) => run_one(args),
-        Cmd::Reproduce { seed } => reproduce(seed),
+        Cmd::Reproduce(args) => reproduce(args),
     }
 }
 
@@ -163,31 +159,92 @@ fn schedulers(only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// Until the simulator and suite land, the main job runs every policy through the conformance sequence on a
-/// rotational and a solid-state device description and prints what it measured.
-fn reproduce(seed: u64) -> Result<()> {
-    println!("bfq reproduce: the simulator-based reference matrix is not built yet; running the policy");
-    println!("conformance comparison instead (random flows, inserts, dispatches under tag limits, completions).");
-    println!();
-    println!(
-        "{:<12} {:<6} {:>10} {:>10} {:>14} {:>14}",
-        "policy", "device", "requests", "to device", "max read wait", "max write wait"
-    );
-    for p in policies() {
-        for (label, dev) in [("hdd", DeviceInfo::hdd()), ("ssd", DeviceInfo::ssd())] {
-            let cfg = conformance::Config::new(seed, dev);
-            let r = conformance::run(p.name, &cfg).map_err(anyhow::Error::msg)?;
-            let ms = |t: u64| format!("{:.1} ms", t as f64 / 1e6);
-            println!(
-                "{:<12} {:<6} {:>10} {:>10} {:>14} {:>14}",
-                p.name,
-                label,
-                r.records.len(),
-                r.device_requests,
-                ms(r.max_wait(|x| x.dir == bfq_sched::Direction::Read)),
-                ms(r.max_wait(|x| x.dir == bfq_sched::Direction::Write)),
+/// Arguments of `bfq reproduce`.
+#[derive(clap::Args)]
+struct ReproduceArgs {
+    /// Directory for the report, tables, charts, JSON and CSV.
+    #[arg(long, default_value = "bfq-results")]
+    out: std::path::PathBuf,
+    /// A small matrix (Seagate HDD and Plextor SSD, xterm only) that still backs every checklist line.
+    #[arg(long)]
+    quick: bool,
+    /// Worker threads (default: every core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Repetitions of each scenario (default: 2, as S; 1 with --quick).
+    #[arg(long)]
+    reps: Option<u32>,
+    /// Seed of the first repetition; repetition i uses seed + i.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn reproduce(a: ReproduceArgs) -> Result<()> {
+    use bfq_suite::reproduce::{checklist, plan, run_all};
+    use std::io::{IsTerminal, Write};
+    let reps = a.reps.unwrap_or(if a.quick { 1 } else { 2 });
+    if reps == 0 || reps > 100 {
+        bail!("--reps {reps} is out of range: give 1..=100");
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        bail!("--jobs 0: give at least 1 worker thread");
+    }
+    let p = plan(a.quick, reps, a.seed);
+    for s in &p.skipped {
+        eprintln!("skipping scheduler {s}: not implemented yet");
+    }
+    eprintln!("running {} simulations on {jobs} threads", p.jobs.len());
+    let tty = std::io::stderr().is_terminal();
+    let start = std::time::Instant::now();
+    let progress = |done: usize, total: usize| {
+        if tty {
+            let width = 40;
+            let filled = done * width / total.max(1);
+            eprint!(
+                "\r[{}{}] {done}/{total}",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
             );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let results = run_all(&p.jobs, jobs, &progress);
+    if tty {
+        eprintln!();
+    }
+    let mut ok = Vec::new();
+    for r in results {
+        match r {
+            Ok(r) => ok.push(r),
+            Err(e) => bail!("a simulation failed: {e}"),
         }
     }
+    let items = checklist(&ok);
+    let mut command = String::from("bfq reproduce");
+    if a.quick {
+        command.push_str(" --quick");
+    }
+    command.push_str(&format!(" --reps {reps} --seed {}", a.seed));
+    let meta = bfq_suite::report::ReportMeta::new(command, a.seed);
+    let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
+        .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;
+    println!(
+        "{} runs in {:.1} s; {} files in {} (open {})",
+        ok.len(),
+        start.elapsed().as_secs_f64(),
+        files.len(),
+        a.out.display(),
+        a.out.join("report.html").display()
+    );
+    println!();
+    println!("Checklist of the seeds' claims:");
+    let passed = items.iter().filter(|i| i.pass).count();
+    for i in &items {
+        println!("  {} {}  [{}]", if i.pass { "PASS" } else { "FAIL" }, i.text, i.detail);
+    }
+    println!("{passed} of {} claims pass.", items.len());
     Ok(())
 }

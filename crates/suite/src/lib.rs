@@ -4,7 +4,9 @@
 
 #![warn(missing_docs)]
 
+pub mod benchmarks;
 pub mod report;
+pub mod reproduce;
 pub mod result;
 pub mod scenario;
 pub mod stats;
