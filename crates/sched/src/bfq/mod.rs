@@ -166,6 +166,19 @@ pub struct Bfq {
     /// End sector of the last dispatched request.
     pub(crate) last_position: u64,
     pub(crate) inject: inject::DeviceInject,
+    /// Counters, for tests and benchmarks.
+    pub(crate) stats: Stats,
+}
+
+/// Event counters of the policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Service slots started.
+    pub slots: u64,
+    /// Expirations by preemption.
+    pub preemptions: u64,
+    /// Idle timers armed.
+    pub idles: u64,
 }
 
 /// What `select_queue` decided.
@@ -208,6 +221,7 @@ impl Bfq {
             groups_with_pending: 0,
             last_position: 0,
             inject: inject::DeviceInject::default(),
+            stats: Stats::default(),
         };
         b.groups.push(Group {
             sd: 0,
@@ -232,6 +246,11 @@ impl Bfq {
         if e != NONE {
             self.wf.set_weight(e, weight.clamp(1, MAX_WEIGHT));
         }
+    }
+
+    /// Event counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
     }
 
     /// Current maximum budget (sectors).
@@ -554,13 +573,23 @@ impl Bfq {
 
     fn insert_rq(&mut self, rq: Request, now: Time) {
         let flow = rq.flow;
-        self.ensure_flow(flow);
         self.queued += rq.parts();
-        let q = if rq.sync {
+        // Fast path: the flow is known and its sync queue is live and not being split.
+        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
+        let fast = rq.sync
+            && self
+                .queues
+                .get(cur as usize)
+                .is_some_and(|x| x.live && !x.merge.split_coop);
+        let q = if fast {
+            self.maybe_merge_on_insert(flow, cur, &rq, now)
+        } else if rq.sync {
+            self.ensure_flow(flow);
             self.maybe_split(flow, now);
             let q = self.sync_queue(flow, now);
             self.maybe_merge_on_insert(flow, q, &rq, now)
         } else {
+            self.ensure_flow(flow);
             self.async_queue(flow, now)
         };
         // Request merging, only with a request of the same queue.
@@ -698,6 +727,7 @@ impl Bfq {
                     && self.wf.ent(e).map_or(0, |x| x.weight) > self.wf.ent(self.q(s).entity).map_or(0, |x| x.weight));
             let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
             if want && !self.wf.in_service_still_next(now) {
+                self.stats.preemptions += 1;
                 self.expire(s, Expiration::Preempted, now);
             }
         }
@@ -706,6 +736,7 @@ impl Bfq {
     /// Sets queue `q` in service (`__bfq_set_in_service_queue`).
     fn set_in_service(&mut self, q: u32, now: Time) {
         self.budgets.assigned_one();
+        self.stats.slots += 1;
         self.in_service = q;
         let timeout = self
             .p
@@ -731,6 +762,7 @@ impl Bfq {
         let sl = idling::idle_slice(self.p.slice_idle, self.seeky(q), self.raised(q), self.asymmetric(q));
         let sl = sl.clamp(1, SEC);
         self.qm(q).wait_request = true;
+        self.stats.idles += 1;
         self.timer = Some(now.saturating_add(sl));
         self.idle_start = now;
     }
