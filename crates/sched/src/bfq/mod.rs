@@ -8,6 +8,27 @@
 //! the low-latency heuristics, [`burst`] large-burst detection, [`fifo`] requests inside a queue,
 //! [`queue_merge`] early queue merging and splitting, [`inject`] injection while idling, [`tunables`] sysfs
 //! tunables. This file holds the queues and the main dispatch, expiration and completion logic (§1.4–1.6).
+//!
+//! Mapping to the [`Scheduler`] interface: a flow is a process context; its sync requests go to its own queue
+//! (or a shared one after an early merge), its async requests to the shared async queue of its (group, class,
+//! priority). The idle timer is a [`Decision::WaitUntil`]; the timer-expiry logic runs at the first `dispatch`
+//! at or after that time. Budget timeouts are checked lazily, as in the kernel. Preemption expires the
+//! in-service queue so that the next `dispatch` picks the newcomer.
+//!
+//! Where this differs from the kernel (all deliberate, see the named items):
+//! - a timed-out queue that is not slow is charged only its service (the older kernels' rule), which keeps
+//!   sector fairness under zone bit recording ([`budget::time_charge_within_timeout`]);
+//! - weight changes, raising included, take effect at the next (re)activation or requeue, not at dispatch;
+//! - "the root's next entity is not the in-service one" (may-preempt) is evaluated by comparing the in-service
+//!   entity, requeued with its service so far, against the best other entity ([`wf2q::Wf2q::in_service_still_next`]);
+//! - groups are one level deep under the root (a [`GroupId`] has no parent); their weight defaults to 100 and is
+//!   set with [`Bfq::set_group_weight`];
+//! - an asymmetric scenario counts "more than one group with pending requests" (newest kernels), the root
+//!   included; "newest kernels require the default weight" for interactive raising is not applied;
+//! - early queue merging is checked at insertion only (there is no separate bio-merge hook), without "stable
+//!   merge"; a merged flow's already queued requests stay in its old queue until served;
+//! - a fresh slot whose budget is below its next request's charge grows the budget instead of expiring
+//!   (prevents a livelock after a continued slot with almost no budget left).
 
 pub mod budget;
 pub mod burst;
@@ -803,7 +824,9 @@ impl Bfq {
             self.wf.served(e, tot.saturating_sub(service));
         }
         // 2. IO_bound.
-        if reason == Expiration::TooIdle && service * 100 <= budget * IO_BOUND_MIN_USED_PERCENT {
+        if reason == Expiration::TooIdle
+            && service.saturating_mul(100) <= budget.saturating_mul(IO_BOUND_MIN_USED_PERCENT)
+        {
             self.qm(q).io_bound = false;
         }
         self.softrt_on_expire(q, now);
@@ -921,7 +944,7 @@ impl Bfq {
         self.qm(q).dispatched += 1;
         self.rq_in_driver += 1;
         self.in_flight.insert(rq.id.0, q);
-        self.last_position = rq.end();
+        self.last_position = rq.sector.saturating_add(u64::from(rq.sectors));
         if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
             self.budgets.autotune(peak, self.p.timeout_sync);
         }
