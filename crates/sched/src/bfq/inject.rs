@@ -203,7 +203,7 @@ impl Bfq {
             i.last_serv_time = d;
         }
         if i.last_serv_time > 0 {
-            if d * SLOWDOWN_DEN >= i.last_serv_time * SLOWDOWN_NUM {
+            if d.saturating_mul(SLOWDOWN_DEN) >= i.last_serv_time.saturating_mul(SLOWDOWN_NUM) {
                 i.limit = i.limit.saturating_sub(1);
                 i.decrease_time = now;
             } else if i.limit < depth {

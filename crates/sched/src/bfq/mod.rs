@@ -8,6 +8,27 @@
 //! the low-latency heuristics, [`burst`] large-burst detection, [`fifo`] requests inside a queue,
 //! [`queue_merge`] early queue merging and splitting, [`inject`] injection while idling, [`tunables`] sysfs
 //! tunables. This file holds the queues and the main dispatch, expiration and completion logic (§1.4–1.6).
+//!
+//! Mapping to the [`Scheduler`] interface: a flow is a process context; its sync requests go to its own queue
+//! (or a shared one after an early merge), its async requests to the shared async queue of its (group, class,
+//! priority). The idle timer is a [`Decision::WaitUntil`]; the timer-expiry logic runs at the first `dispatch`
+//! at or after that time. Budget timeouts are checked lazily, as in the kernel. Preemption expires the
+//! in-service queue so that the next `dispatch` picks the newcomer.
+//!
+//! Where this differs from the kernel (all deliberate, see the named items):
+//! - a timed-out queue that is not slow is charged only its service (the older kernels' rule), which keeps
+//!   sector fairness under zone bit recording ([`budget::time_charge_within_timeout`]);
+//! - weight changes, raising included, take effect at the next (re)activation or requeue, not at dispatch;
+//! - "the root's next entity is not the in-service one" (may-preempt) is evaluated by comparing the in-service
+//!   entity, requeued with its service so far, against the best other entity ([`wf2q::Wf2q::in_service_still_next`]);
+//! - groups are one level deep under the root (a [`GroupId`] has no parent); their weight defaults to 100 and is
+//!   set with [`Bfq::set_group_weight`];
+//! - an asymmetric scenario counts "more than one group with pending requests" (newest kernels), the root
+//!   included; "newest kernels require the default weight" for interactive raising is not applied;
+//! - early queue merging is checked at insertion only (there is no separate bio-merge hook), without "stable
+//!   merge"; a merged flow's already queued requests stay in its old queue until served;
+//! - a fresh slot whose budget is below its next request's charge grows the budget instead of expiring
+//!   (prevents a livelock after a continued slot with almost no budget left).
 
 pub mod budget;
 pub mod burst;
@@ -166,6 +187,19 @@ pub struct Bfq {
     /// End sector of the last dispatched request.
     pub(crate) last_position: u64,
     pub(crate) inject: inject::DeviceInject,
+    /// Counters, for tests and benchmarks.
+    pub(crate) stats: Stats,
+}
+
+/// Event counters of the policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Service slots started.
+    pub slots: u64,
+    /// Expirations by preemption.
+    pub preemptions: u64,
+    /// Idle timers armed.
+    pub idles: u64,
 }
 
 /// What `select_queue` decided.
@@ -208,6 +242,7 @@ impl Bfq {
             groups_with_pending: 0,
             last_position: 0,
             inject: inject::DeviceInject::default(),
+            stats: Stats::default(),
         };
         b.groups.push(Group {
             sd: 0,
@@ -232,6 +267,11 @@ impl Bfq {
         if e != NONE {
             self.wf.set_weight(e, weight.clamp(1, MAX_WEIGHT));
         }
+    }
+
+    /// Event counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
     }
 
     /// Current maximum budget (sectors).
@@ -554,13 +594,23 @@ impl Bfq {
 
     fn insert_rq(&mut self, rq: Request, now: Time) {
         let flow = rq.flow;
-        self.ensure_flow(flow);
         self.queued += rq.parts();
-        let q = if rq.sync {
+        // Fast path: the flow is known and its sync queue is live and not being split.
+        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
+        let fast = rq.sync
+            && self
+                .queues
+                .get(cur as usize)
+                .is_some_and(|x| x.live && !x.merge.split_coop);
+        let q = if fast {
+            self.maybe_merge_on_insert(flow, cur, &rq, now)
+        } else if rq.sync {
+            self.ensure_flow(flow);
             self.maybe_split(flow, now);
             let q = self.sync_queue(flow, now);
             self.maybe_merge_on_insert(flow, q, &rq, now)
         } else {
+            self.ensure_flow(flow);
             self.async_queue(flow, now)
         };
         // Request merging, only with a request of the same queue.
@@ -698,6 +748,7 @@ impl Bfq {
                     && self.wf.ent(e).map_or(0, |x| x.weight) > self.wf.ent(self.q(s).entity).map_or(0, |x| x.weight));
             let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
             if want && !self.wf.in_service_still_next(now) {
+                self.stats.preemptions += 1;
                 self.expire(s, Expiration::Preempted, now);
             }
         }
@@ -706,6 +757,7 @@ impl Bfq {
     /// Sets queue `q` in service (`__bfq_set_in_service_queue`).
     fn set_in_service(&mut self, q: u32, now: Time) {
         self.budgets.assigned_one();
+        self.stats.slots += 1;
         self.in_service = q;
         let timeout = self
             .p
@@ -731,6 +783,7 @@ impl Bfq {
         let sl = idling::idle_slice(self.p.slice_idle, self.seeky(q), self.raised(q), self.asymmetric(q));
         let sl = sl.clamp(1, SEC);
         self.qm(q).wait_request = true;
+        self.stats.idles += 1;
         self.timer = Some(now.saturating_add(sl));
         self.idle_start = now;
     }
@@ -771,7 +824,9 @@ impl Bfq {
             self.wf.served(e, tot.saturating_sub(service));
         }
         // 2. IO_bound.
-        if reason == Expiration::TooIdle && service * 100 <= budget * IO_BOUND_MIN_USED_PERCENT {
+        if reason == Expiration::TooIdle
+            && service.saturating_mul(100) <= budget.saturating_mul(IO_BOUND_MIN_USED_PERCENT)
+        {
             self.qm(q).io_bound = false;
         }
         self.softrt_on_expire(q, now);
@@ -889,7 +944,7 @@ impl Bfq {
         self.qm(q).dispatched += 1;
         self.rq_in_driver += 1;
         self.in_flight.insert(rq.id.0, q);
-        self.last_position = rq.end();
+        self.last_position = rq.sector.saturating_add(u64::from(rq.sectors));
         if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
             self.budgets.autotune(peak, self.p.timeout_sync);
         }

@@ -501,6 +501,7 @@ fn no_request_waits_longer_than_the_bound() {
     let t_slot = 125 * MS + 8 * MS + 256 * MS / 100 + 8 * MS;
     let bound = 250 * MS + 2 * (2 * (n - 1) + 1) * t_slot;
     let worst = sim.log.iter().map(|&(d, _, t)| d - t).max().unwrap();
+    eprintln!("worst wait {} ms, bound {} ms", worst / MS, bound / MS);
     assert!(sim.log.len() > 10_000);
     assert!(worst <= bound, "worst wait {worst} ns > bound {bound} ns");
     // Every flow was served.
@@ -743,4 +744,79 @@ fn budget_grows_in_the_policy() {
     assert_eq!(sim.b.q(q0).max_budget, 16384 * 2 / 3);
     sim.run_until(200 * MS);
     assert_eq!(sim.b.q(q0).max_budget, 16384, "x4 capped at the maximum");
+}
+
+mod robustness {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        // Any sequence of valid calls, with extreme sectors, sizes, weights, classes and groups, never panics,
+        // keeps queued() exact, and eventually dispatches everything (liveness: requests are never lost).
+        #[test]
+        fn random_calls_never_panic(ops in proptest::collection::vec((0u8..6, any::<u64>(), 0u32..4096, any::<u16>()), 1..300),
+                                    strict in any::<bool>(), rot in any::<bool>()) {
+            let dev = if rot { DeviceInfo::hdd() } else { DeviceInfo::ssd() };
+            let pairs: Vec<&str> = if strict { vec!["strict_guarantees=1"] } else { vec![] };
+            let mut b = bfq(&dev, &pairs);
+            let mut now: Time = 0;
+            let mut in_dev: Vec<Request> = Vec::new();
+            let mut queued = 0usize;
+            let mut next_id = 0u64;
+            for (op, x, n, y) in ops {
+                match op {
+                    0 => {
+                        let mut info = FlowInfo::new(FlowId(u32::from(y % 8)))
+                            .with_class([IoClass::Rt, IoClass::Be, IoClass::Idle][(x % 3) as usize], (x >> 8) as u8);
+                        if x & 1 == 1 { info = info.with_weight((x >> 16) as u32); }
+                        if x & 2 == 2 { info = info.with_group(GroupId((x >> 24) as u32 % 3)); }
+                        b.flow_started(&info, now);
+                    }
+                    1 => b.flow_exited(FlowId(u32::from(y % 8)), now),
+                    2 | 3 => {
+                        let sector = x % (u64::MAX - (1 << 20));
+                        let rq = Request::new(RequestId(next_id), FlowId(u32::from(y % 8)),
+                            if y & 0x100 == 0 { Direction::Read } else { Direction::Write }, op == 2, sector, n.max(1));
+                        next_id += 1;
+                        queued += 1;
+                        b.insert(rq, now);
+                    }
+                    4 => now += x % (3 * SEC),
+                    _ => {
+                        if let Some(i) = (!in_dev.is_empty()).then(|| (x as usize) % in_dev.len()) {
+                            let rq = in_dev.swap_remove(i);
+                            b.completed(&rq, now);
+                        }
+                    }
+                }
+                while in_dev.len() < dev.queue_depth as usize {
+                    match b.dispatch(now) {
+                        Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
+                        Decision::WaitUntil(t) => { prop_assert!(t > now && t - now <= SEC); break; }
+                        Decision::Nothing => break,
+                    }
+                }
+                prop_assert_eq!(b.queued(), queued);
+            }
+            // Drain.
+            for _ in 0..100_000 {
+                if queued == 0 && in_dev.is_empty() { break; }
+                match b.dispatch(now) {
+                    Decision::Dispatch(rq) if in_dev.len() < dev.queue_depth as usize => { queued -= rq.parts(); in_dev.push(rq); }
+                    Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
+                    Decision::WaitUntil(t) => {
+                        if let Some(rq) = in_dev.pop() { b.completed(&rq, now); } else { now = t; }
+                    }
+                    Decision::Nothing => {
+                        prop_assert!(!in_dev.is_empty(), "Nothing with {} queued and nothing in flight", queued);
+                        let rq = in_dev.remove(0);
+                        now += MS;
+                        b.completed(&rq, now);
+                    }
+                }
+            }
+            prop_assert_eq!(queued, 0);
+        }
+    }
 }

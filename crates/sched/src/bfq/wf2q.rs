@@ -35,7 +35,12 @@ pub const NONE: u32 = u32::MAX;
 
 /// Virtual-time cost of `service` sectors at `weight`: `(service << WFQ_SERVICE_SHIFT) / weight`.
 pub fn delta(service: u64, weight: u64) -> u64 {
-    ((u128::from(service) << WFQ_SERVICE_SHIFT) / u128::from(weight.max(1))) as u64
+    if service < 1 << (63 - WFQ_SERVICE_SHIFT) {
+        // Fast path: the shifted service fits in 64 bits (any realistic budget).
+        (service << WFQ_SERVICE_SHIFT) / weight.max(1)
+    } else {
+        ((u128::from(service) << WFQ_SERVICE_SHIFT) / u128::from(weight.max(1))) as u64
+    }
 }
 
 /// Wrap-safe `a > b` for virtual times (signed difference).
@@ -97,11 +102,29 @@ pub struct Entity {
     pub owner: Owner,
     /// Where it is.
     pub place: Place,
+}
+
+/// Active-tree node of an entity, kept apart from [`Entity`] so that tree walks touch a compact array. Its
+/// `start`/`finish` are copies taken when the entity is inserted; an entity's timestamps never change while it
+/// is in the tree (every update removes it first).
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    finish: u64,
+    start: u64,
+    min_start: u64,
     left: u32,
     right: u32,
     prio: u32,
-    min_start: u64,
 }
+
+const EMPTY_NODE: Node = Node {
+    finish: 0,
+    start: 0,
+    min_start: 0,
+    left: NONE,
+    right: NONE,
+    prio: 0,
+};
 
 /// One per-class service tree.
 #[derive(Debug, Clone, Default)]
@@ -170,6 +193,7 @@ pub struct Wf2q {
     free: Vec<u32>,
     /// Per-group scheduling data; index 0 is the root group.
     pub sds: Vec<SchedData>,
+    nodes: Vec<Node>,
     seed: u32,
 }
 
@@ -193,6 +217,7 @@ impl Wf2q {
             ents: Vec::new(),
             free: Vec::new(),
             sds: vec![SchedData::new(NONE)],
+            nodes: Vec::new(),
             seed: 1,
         }
     }
@@ -219,18 +244,16 @@ impl Wf2q {
             parent: parent_sd,
             owner,
             place: Place::Out,
-            left: NONE,
-            right: NONE,
-            prio: 0,
-            min_start: 0,
         };
         if let Some(id) = self.free.pop() {
             if let Some(slot) = self.ents.get_mut(id as usize) {
                 *slot = ent;
+                self.nodes[id as usize] = EMPTY_NODE;
                 return id;
             }
         }
         self.ents.push(ent);
+        self.nodes.push(EMPTY_NODE);
         (self.ents.len() - 1) as u32
     }
 
@@ -260,19 +283,19 @@ impl Wf2q {
     // ---- treap keyed by (finish, id), augmented with the subtree minimum start ----
 
     fn key(&self, x: u32) -> (u64, u32) {
-        (self.ents[x as usize].finish, x)
+        (self.nodes[x as usize].finish, x)
     }
 
     fn pull(&mut self, x: u32) {
-        let (l, r) = (self.ents[x as usize].left, self.ents[x as usize].right);
-        let mut m = self.ents[x as usize].start;
-        if l != NONE {
-            m = m.min(self.ents[l as usize].min_start);
+        let n = self.nodes[x as usize];
+        let mut m = n.start;
+        if n.left != NONE {
+            m = m.min(self.nodes[n.left as usize].min_start);
         }
-        if r != NONE {
-            m = m.min(self.ents[r as usize].min_start);
+        if n.right != NONE {
+            m = m.min(self.nodes[n.right as usize].min_start);
         }
-        self.ents[x as usize].min_start = m;
+        self.nodes[x as usize].min_start = m;
     }
 
     /// Splits `t` into keys `< k` and `>= k`.
@@ -281,13 +304,13 @@ impl Wf2q {
             return (NONE, NONE);
         }
         if self.key(t) < k {
-            let (a, b) = self.split(self.ents[t as usize].right, k);
-            self.ents[t as usize].right = a;
+            let (a, b) = self.split(self.nodes[t as usize].right, k);
+            self.nodes[t as usize].right = a;
             self.pull(t);
             (t, b)
         } else {
-            let (a, b) = self.split(self.ents[t as usize].left, k);
-            self.ents[t as usize].left = b;
+            let (a, b) = self.split(self.nodes[t as usize].left, k);
+            self.nodes[t as usize].left = b;
             self.pull(t);
             (a, t)
         }
@@ -300,14 +323,14 @@ impl Wf2q {
         if b == NONE {
             return a;
         }
-        if self.ents[a as usize].prio > self.ents[b as usize].prio {
-            let r = self.merge(self.ents[a as usize].right, b);
-            self.ents[a as usize].right = r;
+        if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
+            let r = self.merge(self.nodes[a as usize].right, b);
+            self.nodes[a as usize].right = r;
             self.pull(a);
             a
         } else {
-            let l = self.merge(a, self.ents[b as usize].left);
-            self.ents[b as usize].left = l;
+            let l = self.merge(a, self.nodes[b as usize].left);
+            self.nodes[b as usize].left = l;
             self.pull(b);
             b
         }
@@ -317,21 +340,24 @@ impl Wf2q {
         if t == NONE {
             return n;
         }
-        if self.ents[n as usize].prio > self.ents[t as usize].prio {
+        if self.nodes[n as usize].prio > self.nodes[t as usize].prio {
             let (a, b) = self.split(t, self.key(n));
-            self.ents[n as usize].left = a;
-            self.ents[n as usize].right = b;
+            self.nodes[n as usize].left = a;
+            self.nodes[n as usize].right = b;
             self.pull(n);
             return n;
         }
+        // `n`'s start joins this subtree whichever side it goes to.
+        let ns = self.nodes[n as usize].start;
+        let tn = &mut self.nodes[t as usize];
+        tn.min_start = tn.min_start.min(ns);
         if self.key(n) < self.key(t) {
-            let l = self.t_insert(self.ents[t as usize].left, n);
-            self.ents[t as usize].left = l;
+            let l = self.t_insert(self.nodes[t as usize].left, n);
+            self.nodes[t as usize].left = l;
         } else {
-            let r = self.t_insert(self.ents[t as usize].right, n);
-            self.ents[t as usize].right = r;
+            let r = self.t_insert(self.nodes[t as usize].right, n);
+            self.nodes[t as usize].right = r;
         }
-        self.pull(t);
         t
     }
 
@@ -340,17 +366,17 @@ impl Wf2q {
             return NONE;
         }
         if t == n {
-            let (l, r) = (self.ents[t as usize].left, self.ents[t as usize].right);
-            self.ents[t as usize].left = NONE;
-            self.ents[t as usize].right = NONE;
-            return self.merge(l, r);
+            let x = self.nodes[t as usize];
+            self.nodes[t as usize].left = NONE;
+            self.nodes[t as usize].right = NONE;
+            return self.merge(x.left, x.right);
         }
         if self.key(n) < self.key(t) {
-            let l = self.t_remove(self.ents[t as usize].left, n);
-            self.ents[t as usize].left = l;
+            let l = self.t_remove(self.nodes[t as usize].left, n);
+            self.nodes[t as usize].left = l;
         } else {
-            let r = self.t_remove(self.ents[t as usize].right, n);
-            self.ents[t as usize].right = r;
+            let r = self.t_remove(self.nodes[t as usize].right, n);
+            self.nodes[t as usize].right = r;
         }
         self.pull(t);
         t
@@ -360,8 +386,8 @@ impl Wf2q {
     fn first_eligible(&self, t: u32, v: u64) -> u32 {
         let mut x = t;
         while x != NONE {
-            let n = &self.ents[x as usize];
-            if n.left != NONE && self.ents[n.left as usize].min_start <= v {
+            let n = &self.nodes[x as usize];
+            if n.left != NONE && self.nodes[n.left as usize].min_start <= v {
                 x = n.left;
             } else if n.start <= v {
                 return x;
@@ -372,17 +398,27 @@ impl Wf2q {
         NONE
     }
 
+    /// Minimum start time in the tree rooted at `t` (`t` must not be [`NONE`]).
+    fn min_start(&self, t: u32) -> u64 {
+        self.nodes[t as usize].min_start
+    }
+
     fn active_insert(&mut self, e: u32) {
         self.seed = self.seed.wrapping_add(1);
         let prio = mix(self.seed ^ e.rotate_left(16));
-        {
+        let (start, finish) = {
             let ent = &mut self.ents[e as usize];
-            ent.left = NONE;
-            ent.right = NONE;
-            ent.prio = prio;
-            ent.min_start = ent.start;
             ent.place = Place::Active;
-        }
+            (ent.start, ent.finish)
+        };
+        self.nodes[e as usize] = Node {
+            finish,
+            start,
+            min_start: start,
+            left: NONE,
+            right: NONE,
+            prio,
+        };
         let root = self.st(e).root;
         let r = self.t_insert(root, e);
         self.st(e).root = r;
@@ -539,7 +575,7 @@ impl Wf2q {
             if st.root == NONE {
                 continue;
             }
-            let v = vt_max(st.vtime, self.ents[st.root as usize].min_start);
+            let v = vt_max(st.vtime, self.min_start(st.root));
             let x = self.first_eligible(st.root, v);
             if x != NONE {
                 return Some(x);
@@ -565,7 +601,7 @@ impl Wf2q {
             if root == NONE {
                 continue;
             }
-            let v = vt_max(self.sds[s].trees[c].vtime, self.ents[root as usize].min_start);
+            let v = vt_max(self.sds[s].trees[c].vtime, self.min_start(root));
             if no_in_service {
                 self.sds[s].trees[c].vtime = v;
                 self.forget_idle(s, c);
@@ -700,7 +736,7 @@ impl Wf2q {
         let min_start = if st.root == NONE {
             s
         } else {
-            self.ents[st.root as usize].min_start.min(s)
+            self.min_start(st.root).min(s)
         };
         let v = vt_max(st.vtime, min_start);
         !vt_gt(s, v) && f < cn.finish
@@ -750,7 +786,7 @@ mod tests {
         if t == NONE {
             return u64::MAX;
         }
-        let n = &w.ents[t as usize];
+        let n = w.nodes[t as usize];
         let m = n.start.min(check_min_start(w, n.left)).min(check_min_start(w, n.right));
         assert_eq!(m, n.min_start, "augmented min_start out of date");
         m
