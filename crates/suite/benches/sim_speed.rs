@@ -78,5 +78,8 @@ fn main() {
         run_sim(&sc).expect("runs");
         walls.push(t.elapsed().as_secs_f64());
     }
-    println!("seagate-hdd + bfq, 10r-seq, 60 simulated s: median {:.3} s of wall time", median(walls));
+    println!(
+        "seagate-hdd + bfq, 10r-seq, 60 simulated s: median {:.3} s of wall time",
+        median(walls)
+    );
 }
