@@ -12,41 +12,32 @@ fn main() {
     let mut pos: Vec<u64> = (0..n).map(|i| i * gap).collect();
     let mut now = 0u64;
     let mut bytes = 0u64;
-    let mut tag = 0u64;
-    let mut owner = std::collections::HashMap::new();
+    let mut issued = 0u64;
+    // Submits the next 128 KiB read of stream `s`; the tag encodes the stream as `tag % n`.
+    let mut next = |d: &mut Box<dyn bfq_sim::device::Device>, s: u64, now: u64| {
+        let tag = issued * n + s;
+        issued += 1;
+        d.submit(
+            DevRequest {
+                tag,
+                dir: Direction::Read,
+                sector: pos[s as usize],
+                sectors: 256,
+            },
+            now,
+        );
+        pos[s as usize] += 256;
+    };
     for s in 0..n {
         for _ in 0..per_stream {
-            d.submit(
-                DevRequest {
-                    tag,
-                    dir: Direction::Read,
-                    sector: pos[s as usize],
-                    sectors: 256,
-                },
-                now,
-            );
-            owner.insert(tag, s);
-            pos[s as usize] += 256;
-            tag += 1;
+            next(&mut d, s, now);
         }
     }
     while now < 5_000_000_000 {
-        now = d.next_completion().unwrap();
+        now = d.next_completion().expect("requests outstanding");
         while let Some(t) = d.pop_completion(now) {
-            let s = owner.remove(&t).unwrap();
             bytes += 128 << 10;
-            d.submit(
-                DevRequest {
-                    tag,
-                    dir: Direction::Read,
-                    sector: pos[s as usize],
-                    sectors: 256,
-                },
-                now,
-            );
-            owner.insert(tag, s);
-            pos[s as usize] += 256;
-            tag += 1;
+            next(&mut d, t % n, now);
         }
     }
     println!(

@@ -6,9 +6,7 @@ use crate::device::{DevRequest, Device};
 use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
-use bfq_sched::{
-    DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, MS, SEC,
-};
+use bfq_sched::{DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, SEC};
 use bfq_workload::{Actions, Event, FileId, FileSpec, IoError, IoMode, Op, Process, ProcessReport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
@@ -974,9 +972,4 @@ impl Simulation {
         };
         (0..self.cache.files()).any(|f| self.cache.dirtied_at(f).is_some_and(|d| d <= t))
     }
-}
-
-/// Convenience: milliseconds to [`Time`].
-pub const fn ms(v: u64) -> Time {
-    v * MS
 }

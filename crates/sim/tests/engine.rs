@@ -146,6 +146,28 @@ impl Process for Writer {
     }
 }
 
+fn reader(file: u32, size: u64, bs: u64, mode: IoMode) -> Box<dyn Process> {
+    Box::new(SeqReader {
+        file,
+        size,
+        bs,
+        pos: 0,
+        mode,
+        report: Default::default(),
+    })
+}
+
+fn writer(file: u32, size: u64, bs: u64, last: Option<Op>) -> Box<dyn Process> {
+    Box::new(Writer {
+        file,
+        size,
+        bs,
+        pos: 0,
+        last,
+        report: Default::default(),
+    })
+}
+
 fn file(size: u64) -> FileSpec {
     FileSpec {
         name: "f".into(),
@@ -172,17 +194,7 @@ fn buffered_sequential_reads_become_readahead_sized_requests() {
     // (read_ahead_kb = 128), so the device sees 256-sector requests, not 8-sector ones.
     let (mut s, seen) = sim(1, "noop");
     let f = s.add_file(&file(8 << 20)).unwrap();
-    let pid = s.spawn(
-        0,
-        Box::new(SeqReader {
-            file: f,
-            size: 8 << 20,
-            bs: 4096,
-            pos: 0,
-            mode: IoMode::Buffered,
-            report: Default::default(),
-        }),
-    );
+    let pid = s.spawn(0, reader(f, 8 << 20, 4096, IoMode::Buffered));
     let end = s.run_until_exit(pid, 60 * SEC).expect("reader finishes");
     let seen = seen.lock().unwrap();
     let total: u64 = seen.iter().map(|x| u64::from(x.2)).sum();
@@ -204,30 +216,10 @@ fn buffered_sequential_reads_become_readahead_sized_requests() {
 fn cached_data_is_not_read_again_until_caches_are_dropped() {
     let (mut s, seen) = sim(1, "noop");
     let f = s.add_file(&file(1 << 20)).unwrap();
-    let a = s.spawn(
-        0,
-        Box::new(SeqReader {
-            file: f,
-            size: 1 << 20,
-            bs: 65536,
-            pos: 0,
-            mode: IoMode::Buffered,
-            report: Default::default(),
-        }),
-    );
+    let a = s.spawn(0, reader(f, 1 << 20, 65536, IoMode::Buffered));
     s.run_until_exit(a, SEC).unwrap();
     let after_first = seen.lock().unwrap().len();
-    let b = s.spawn(
-        s.now(),
-        Box::new(SeqReader {
-            file: f,
-            size: 1 << 20,
-            bs: 65536,
-            pos: 0,
-            mode: IoMode::Buffered,
-            report: Default::default(),
-        }),
-    );
+    let b = s.spawn(s.now(), reader(f, 1 << 20, 65536, IoMode::Buffered));
     s.run_until_exit(b, 2 * SEC).unwrap();
     assert_eq!(
         seen.lock().unwrap().len(),
@@ -235,17 +227,7 @@ fn cached_data_is_not_read_again_until_caches_are_dropped() {
         "second read served from the page cache"
     );
     s.drop_caches_at(s.now());
-    let c = s.spawn(
-        s.now() + 1,
-        Box::new(SeqReader {
-            file: f,
-            size: 1 << 20,
-            bs: 65536,
-            pos: 0,
-            mode: IoMode::Buffered,
-            report: Default::default(),
-        }),
-    );
+    let c = s.spawn(s.now() + 1, reader(f, 1 << 20, 65536, IoMode::Buffered));
     s.run_until_exit(c, 3 * SEC).unwrap();
     assert!(
         seen.lock().unwrap().len() > after_first,
@@ -257,17 +239,7 @@ fn cached_data_is_not_read_again_until_caches_are_dropped() {
 fn direct_reads_bypass_the_cache_and_split_at_max_sectors() {
     let (mut s, seen) = sim(4, "noop");
     let f = s.add_file(&file(4 << 20)).unwrap();
-    let pid = s.spawn(
-        0,
-        Box::new(SeqReader {
-            file: f,
-            size: 4 << 20,
-            bs: 1 << 20,
-            pos: 0,
-            mode: IoMode::Direct,
-            report: Default::default(),
-        }),
-    );
+    let pid = s.spawn(0, reader(f, 4 << 20, 1 << 20, IoMode::Direct));
     s.run_until_exit(pid, SEC).unwrap();
     let seen = seen.lock().unwrap();
     // 1 MiB direct reads split into two 512 KiB (1024-sector) requests each.
@@ -280,17 +252,7 @@ fn direct_reads_bypass_the_cache_and_split_at_max_sectors() {
 fn fsync_writes_back_and_waits() {
     let (mut s, seen) = sim(1, "noop");
     let f = s.add_file(&file(4 << 20)).unwrap();
-    let pid = s.spawn(
-        0,
-        Box::new(Writer {
-            file: f,
-            size: 2 << 20,
-            bs: 65536,
-            pos: 0,
-            last: Some(Op::Fsync { file: f }),
-            report: Default::default(),
-        }),
-    );
+    let pid = s.spawn(0, writer(f, 2 << 20, 65536, Some(Op::Fsync { file: f })));
     let end = s.run_until_exit(pid, 10 * SEC).unwrap();
     let written: u64 = seen
         .lock()
@@ -311,17 +273,7 @@ fn dirty_data_is_written_back_when_it_expires() {
     // next periodic flusher wake-up (every 5 s), i.e. at 35 s.
     let (mut s, seen) = sim(1, "noop");
     let f = s.add_file(&file(4 << 20)).unwrap();
-    let pid = s.spawn(
-        0,
-        Box::new(Writer {
-            file: f,
-            size: 1 << 20,
-            bs: 65536,
-            pos: 0,
-            last: None,
-            report: Default::default(),
-        }),
-    );
+    let pid = s.spawn(0, writer(f, 1 << 20, 65536, None));
     s.run_until(29 * SEC);
     assert!(s.lifetime(pid).unwrap().1.is_some());
     assert!(seen.lock().unwrap().is_empty(), "nothing written before expiry");
@@ -344,17 +296,7 @@ fn writers_are_throttled_above_the_dirty_limit() {
     };
     let mut s = Simulation::new(dev, policy, host, 1);
     let f = s.add_file(&file(64 << 20)).unwrap();
-    let pid = s.spawn(
-        0,
-        Box::new(Writer {
-            file: f,
-            size: 40 << 20,
-            bs: 1 << 20,
-            pos: 0,
-            last: None,
-            report: Default::default(),
-        }),
-    );
+    let pid = s.spawn(0, writer(f, 40 << 20, 1 << 20, None));
     let end = s.run_until_exit(pid, 10 * SEC).unwrap();
     let min_device = ((40u64 << 20) - (64u64 << 20) / 5) / 512 * 1_000;
     assert!(
@@ -370,28 +312,8 @@ fn same_inputs_same_results() {
         let (mut s, seen) = sim(4, "noop");
         let f = s.add_file(&file(4 << 20)).unwrap();
         let g = s.add_file(&file(4 << 20)).unwrap();
-        let a = s.spawn(
-            0,
-            Box::new(SeqReader {
-                file: f,
-                size: 4 << 20,
-                bs: 4096,
-                pos: 0,
-                mode: IoMode::Buffered,
-                report: Default::default(),
-            }),
-        );
-        s.spawn(
-            MS,
-            Box::new(Writer {
-                file: g,
-                size: 2 << 20,
-                bs: 4096,
-                pos: 0,
-                last: Some(Op::Sync),
-                report: Default::default(),
-            }),
-        );
+        let a = s.spawn(0, reader(f, 4 << 20, 4096, IoMode::Buffered));
+        s.spawn(MS, writer(g, 2 << 20, 4096, Some(Op::Sync)));
         s.run_until(5 * SEC);
         let v = seen.lock().unwrap().clone();
         (v, s.lifetime(a), s.metrics().device_requests)
