@@ -115,3 +115,82 @@ impl Driver {
         self.policy.as_mut()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{Direction, RequestId};
+
+    /// Answers from a script, then `Nothing`.
+    struct Scripted(Vec<Decision>);
+
+    impl Scheduler for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn flow_started(&mut self, _: &FlowInfo, _: Time) {}
+        fn flow_exited(&mut self, _: FlowId, _: Time) {}
+        fn insert(&mut self, _: Request, _: Time) {}
+        fn dispatch(&mut self, _: Time) -> Decision {
+            if self.0.is_empty() {
+                Decision::Nothing
+            } else {
+                self.0.remove(0)
+            }
+        }
+        fn completed(&mut self, _: &Request, _: Time) {}
+        fn queued(&self) -> usize {
+            self.0.len()
+        }
+    }
+
+    fn rq(id: u64) -> Request {
+        Request::new(RequestId(id), FlowId(0), Direction::Read, true, id * 8, 8)
+    }
+
+    #[test]
+    fn never_exceeds_the_tag_limit() {
+        // Ten requests queued in noop, two tags: only two go out until one completes.
+        let mut d = Driver::new(crate::build::<&str>("noop", &DeviceInfo::hdd(), &[]).unwrap(), 2);
+        for i in 0..10 {
+            d.insert(rq(i * 100), 0);
+        }
+        let mut out = Vec::new();
+        assert_eq!(d.pump(0, &mut out), 2);
+        assert_eq!(d.pump(0, &mut out), 0, "tags full");
+        let first = out[0].clone();
+        d.complete(&first, 1);
+        assert_eq!(d.pump(1, &mut out), 1);
+        assert_eq!(d.in_flight(), 2);
+        assert_eq!(
+            d.stats(),
+            DriverStats {
+                inserted: 10,
+                dispatched: 3,
+                completed: 1
+            }
+        );
+    }
+
+    #[test]
+    fn wait_until_stops_the_pump_and_is_kept_in_the_future() {
+        let mut d = Driver::new(
+            Box::new(Scripted(vec![
+                Decision::Dispatch(rq(1)),
+                Decision::WaitUntil(50),
+                Decision::Dispatch(rq(2)),
+            ])),
+            8,
+        );
+        let mut out = Vec::new();
+        assert_eq!(d.pump(10, &mut out), 1, "stops at the WaitUntil");
+        assert_eq!(d.wakeup(), Some(50));
+        assert_eq!(d.pump(50, &mut out), 1);
+        assert_eq!(d.wakeup(), None, "Nothing clears the wake-up");
+        // A faulty answer in the past becomes now + 1 ns, so a caller never spins at the same instant.
+        let mut d = Driver::new(Box::new(Scripted(vec![Decision::WaitUntil(5)])), 8);
+        d.pump(10, &mut out);
+        assert_eq!(d.wakeup(), Some(11));
+    }
+}
