@@ -377,6 +377,11 @@ impl Deadline {
 }
 
 impl Scheduler for Deadline {
+    /// A legacy (single-queue block layer) elevator: sync and async requests have pools of their own.
+    fn separate_sync_pool(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "deadline"
     }

@@ -45,6 +45,11 @@ impl Noop {
 }
 
 impl Scheduler for Noop {
+    /// A legacy (single-queue block layer) elevator: sync and async requests have pools of their own.
+    fn separate_sync_pool(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "noop"
     }

@@ -36,6 +36,14 @@ pub trait Scheduler: Send {
         let _ = (dir, sync);
         nr_requests
     }
+
+    /// Whether this policy comes from the legacy single-queue block layer, which kept two request pools of
+    /// `nr_requests` each, one for sync and one for async requests, so that a flood of async writes never left
+    /// a sync read without a request. blk-mq policies share one pool of scheduler tags (and limit async requests
+    /// with [`Scheduler::depth_limit`] instead). Default: one shared pool.
+    fn separate_sync_pool(&self) -> bool {
+        false
+    }
 }
 
 /// Constructor signature stored in the registry.

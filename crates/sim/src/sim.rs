@@ -751,8 +751,15 @@ impl Simulation {
 
     fn can_allocate(&self, kind: usize) -> bool {
         let nr = self.info.nr_requests.max(1);
-        let total: u32 = self.allocated.iter().sum();
-        if total >= nr {
+        // blk-mq shares one pool of scheduler tags; the legacy block layer had one pool per sync/async.
+        let used: u32 = if !self.driver.policy().separate_sync_pool() {
+            self.allocated.iter().sum()
+        } else if kind == KIND_ASYNC {
+            self.allocated[KIND_ASYNC]
+        } else {
+            self.allocated[KIND_SYNC_READ] + self.allocated[KIND_SYNC_WRITE]
+        };
+        if used >= nr {
             return false;
         }
         let (dir, sync) = match kind {

@@ -508,6 +508,11 @@ impl Anticipatory {
 }
 
 impl Scheduler for Anticipatory {
+    /// A legacy (single-queue block layer) elevator: sync and async requests have pools of their own.
+    fn separate_sync_pool(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "anticipatory"
     }
@@ -621,6 +626,11 @@ impl Scheduler for Anticipatory {
                         self.batch_expires = now.saturating_add(self.p.read_batch_expire);
                     }
                     chosen = Some(h);
+                } else if self.batch_dir == SYNC && self.in_flight > 0 && !self.batch_expired(now) {
+                    // A read batch ends only when its time is up: with no read queued but the batch's reads still
+                    // in flight (a reader with readahead in flight), the batch waits for their completions, which
+                    // bring the readers' next requests, instead of handing the disk to the waiting writes.
+                    return Decision::Nothing;
                 }
             }
         }

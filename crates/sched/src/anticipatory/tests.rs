@@ -279,3 +279,52 @@ fn conformance_run_exercises_anticipation_only_when_enabled() {
     let report = run("anticipatory", &cfg).unwrap();
     assert_eq!(report.waits, 0);
 }
+
+#[test]
+fn a_streaming_reader_keeps_its_batch_when_writes_arrive() {
+    // A buffered sequential reader keeps two readahead windows in flight: its next read is issued (and dispatched)
+    // before the previous one completes, so at times none of its reads is queued. A writeback burst arriving then
+    // must not end the read batch: it ends only when writes wait and read_batch_expire (500 ms, from the batch's
+    // first completion) is up. Until then every dispatch is a read; after it, the writes get their batch.
+    let mut s = sched(Params::default());
+    let mut id = 1;
+    s.insert(read(id, 1, 0), 0);
+    let mut older = dispatched(&mut s, 0);
+    id += 1;
+    s.insert(read(id, 1, 8), 0);
+    let mut newer = dispatched(&mut s, 0);
+    let mut sector = 16;
+    let mut wid = 1_000_000;
+    let mut t: Time = 0;
+    let mut first_write = None;
+    for step in 0..1000u64 {
+        if step == 10 {
+            // Writes arrive while both of the reader's reads are in flight and none is queued.
+            for k in 0..32 {
+                wid += 1;
+                s.insert(write(wid, 0, FAR + 8 * k), t + 1);
+                assert_eq!(s.dispatch(t + 1), Decision::Nothing, "the read batch must go on");
+            }
+        }
+        t += MS;
+        s.completed(&older, t);
+        // The reader consumes the window and issues its next one.
+        id += 1;
+        s.insert(read(id, 1, sector), t + 10_000);
+        sector += 8;
+        // Once the batch is over AS drains the reads in flight before the write batch starts (Nothing).
+        let r = match s.dispatch(t + 10_000) {
+            Decision::Dispatch(r) if r.dir == Direction::Read => r,
+            _ => {
+                first_write = Some(t);
+                break;
+            }
+        };
+        older = newer;
+        newer = r;
+    }
+    let switched = first_write.expect("the writes got a batch eventually");
+    // The batch clock started at the first completion (1 ms) and stopped being pushed when the writes came (10 ms).
+    assert!(switched >= 500 * MS, "read batch ended early, at {switched} ns");
+    assert!(switched <= 520 * MS, "read batch overran, to {switched} ns");
+}

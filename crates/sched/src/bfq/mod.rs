@@ -186,6 +186,9 @@ pub struct Bfq {
     pub(crate) groups_with_pending: u32,
     /// End sector of the last dispatched request.
     pub(crate) last_position: u64,
+    /// End sector of the last request dispatched by the current in-service queue; `None` until the queue set in
+    /// service dispatches (the merge test asks where *that* queue is, not where the head last went).
+    pub(crate) in_serv_last_pos: Option<u64>,
     pub(crate) inject: inject::DeviceInject,
     /// Counters, for tests and benchmarks.
     pub(crate) stats: Stats,
@@ -241,6 +244,7 @@ impl Bfq {
             weights: BTreeMap::new(),
             groups_with_pending: 0,
             last_position: 0,
+            in_serv_last_pos: None,
             inject: inject::DeviceInject::default(),
             stats: Stats::default(),
         };
@@ -759,6 +763,7 @@ impl Bfq {
         self.budgets.assigned_one();
         self.stats.slots += 1;
         self.in_service = q;
+        self.in_serv_last_pos = None;
         let timeout = self
             .p
             .timeout_sync
@@ -945,6 +950,9 @@ impl Bfq {
         self.rq_in_driver += 1;
         self.in_flight.insert(rq.id.0, q);
         self.last_position = rq.sector.saturating_add(u64::from(rq.sectors));
+        if q == self.in_service {
+            self.in_serv_last_pos = Some(self.last_position);
+        }
         if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
             self.budgets.autotune(peak, self.p.timeout_sync);
         }

@@ -69,11 +69,12 @@ impl Bfq {
             && qb.refs > 0
     }
 
-    /// A queue cooperating with `q` for a request at `sector`: the in-service queue if it was last positioned
-    /// within [`CLOSE_THR`], else the busy queue of the group whose next request is closest within it.
+    /// A queue cooperating with `q` for a request at `sector`: the in-service queue if its own last dispatched
+    /// request ended within [`CLOSE_THR`], else the busy queue of the group whose next request is closest within it.
     pub(crate) fn find_cooperator(&self, q: u32, sector: u64) -> Option<u32> {
         let s = self.in_service;
-        if s != NONE && self.may_cooperate(q, s) && sector.abs_diff(self.last_position) <= CLOSE_THR {
+        let near_in_service = self.in_serv_last_pos.is_some_and(|p| sector.abs_diff(p) <= CLOSE_THR);
+        if s != NONE && near_in_service && self.may_cooperate(q, s) {
             return Some(s);
         }
         let g = self.groups.get(self.q(q).group as usize)?;

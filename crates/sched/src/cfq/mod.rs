@@ -505,6 +505,11 @@ impl Cfq {
 }
 
 impl Scheduler for Cfq {
+    /// A legacy (single-queue block layer) elevator: sync and async requests have pools of their own.
+    fn separate_sync_pool(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "cfq"
     }
