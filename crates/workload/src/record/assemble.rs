@@ -10,8 +10,9 @@
 //! 3. **Requests.** Bios are merged into requests before they reach the device; a read request issued
 //!    (`block_rq_issue`, any context) that overlaps a pending tree bio is one of the tree's reads; its bios are
 //!    consumed. Its completion is the `block_rq_complete` at its start sector (partial completions move the start).
-//! 4. **Start and end.** The `bfq-record start` marker is the start time (just before the command was spawned), the
-//!    `bfq-record end` marker the end (after it exited).
+//! 4. **Start and end.** The start is the fork that created the command's process (or, without it, the
+//!    `bfq-record start` marker, written just before the spawn); the end is the `bfq-record end` marker, written
+//!    after the command exited.
 
 use super::ftrace::{lost_events, parse_line, BlockRange, Dev, Event};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -57,7 +58,8 @@ pub struct AssembleOptions {
 /// The reads of a recorded command, with what was learnt on the way.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recording {
-    /// Time of the start marker, ns (`None` if absent: the first read's issue time is used).
+    /// Start time, ns: the fork of the command's process, else the start marker (`None` if neither is in the trace:
+    /// the first read's issue time is used).
     pub start_ns: Option<u64>,
     /// Time of the end marker, ns.
     pub end_ns: Option<u64>,
@@ -120,13 +122,18 @@ where
                     }
                 }
             }
-            Event::Fork { parent, child } => forks.push((parent, child)),
+            Event::Fork { parent, child } => forks.push((parent, child, l.ts_ns)),
             _ => {}
         }
     }
     let root = root.ok_or(AssembleError::NoRoot)?;
     let mut tree: HashSet<u32> = HashSet::from([root]);
-    for (parent, child) in forks {
+    for (parent, child, ts) in forks {
+        if child == root && !tree.contains(&parent) {
+            // The command's process came to life: a better start than the marker, which precedes the recorder's
+            // own (cold-cache) work to spawn it.
+            rec.start_ns = Some(ts);
+        }
         if tree.contains(&parent) {
             tree.insert(child);
         }
@@ -262,7 +269,7 @@ CPU:1 [LOST 3 EVENTS]
         let rec = assemble(SAMPLE.lines(), &AssembleOptions::default()).expect("assembles");
         let vda = Dev { major: 254, minor: 0 };
         assert_eq!(rec.dev, Some(vda));
-        assert_eq!(rec.start_ns, Some(100_000_000_000));
+        assert_eq!(rec.start_ns, Some(100_000_010_000));
         assert_eq!(rec.end_ns, Some(100_001_000_000));
         assert_eq!(rec.tasks, 2);
         assert_eq!(rec.lost_events, 3);

@@ -9,7 +9,7 @@
 //! - **Kind.** A read is `RA` (not waited for) when the next read was issued before it completed, or it never
 //!   completed within the trace; otherwise `R`. The kernel's readahead flag is not used: it is set on the
 //!   synchronous part of readahead too, which the faulting task waits for.
-//! - **Think time.** Before the first read: from the start marker to its issue. Before read i: from the completion of
+//! - **Think time.** Before the first read: from the start (the command's fork) to its issue. Before read i: from the completion of
 //!   read i−1 if that is `R`, from its issue if it is `RA`, to the issue of read i; rounded to µs, never negative.
 //!   This is the replay rule of [`crate::startup`], so replaying on the recording device reproduces the recorded
 //!   timing.

@@ -50,9 +50,9 @@ pub struct RecordSummary {
     pub files_touched: u64,
     /// Tasks in the process tree.
     pub tasks: u64,
-    /// From the start marker to the end marker (the command's wall-clock run time), µs.
+    /// From the start (the command's fork) to the end marker (the command's wall-clock run time), µs.
     pub wall_us: Option<u64>,
-    /// From the start marker to the last read's completion, µs.
+    /// From the start to the last read's completion, µs.
     pub io_span_us: Option<u64>,
     /// Sum over reads of issue-to-completion time, µs.
     pub device_busy_us: u64,
@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (S, 0, 0, 8192, 110),          // issued 110 µs after the start, done at 300
+                (S, 0, 0, 8192, 100),          // issued 100 µs after the fork, done at 300
                 (A, 0, 1000 * 512, 4096, 210), // issued at 510, 210 µs after that; the next came before it completed
                 (S, 1, 0, 32768, 20),          // issued at 530, 20 µs after the RA's issue
             ]
@@ -180,7 +180,7 @@ mod tests {
         );
         assert_eq!(
             (sum.wall_us, sum.io_span_us, sum.device_busy_us),
-            (Some(1000), Some(800), 190 + 90 + 270)
+            (Some(990), Some(790), 190 + 90 + 270)
         );
     }
 }
