@@ -498,9 +498,10 @@ fn kill_group(pgid: u32) {
 
 /// Drops the page cache, traces `cmd` until it exits, and returns the trace text and a note for the profile header.
 fn trace_command(cmd: &[String], timeout: Duration) -> Result<(String, String)> {
+    // Signals first, so that an interrupted setup still unwinds through the guards below.
+    let _signals = SignalGuard::install()?;
     let tracefs = Tracefs::open()?;
     let inst = Instance::create(&tracefs)?;
-    let _signals = SignalGuard::install()?;
     let reader = PipeReader::start(&inst)?;
 
     // Cold cache: write back dirty pages, then drop clean page cache, dentries and inodes.
@@ -545,7 +546,6 @@ fn trace_command(cmd: &[String], timeout: Duration) -> Result<(String, String)> 
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    let elapsed = t0.elapsed();
     // Leftover members of the command's process group (daemons it started) are not part of the start-up.
     kill_group(pid);
     inst.mark(MARK_END)?;
@@ -564,10 +564,6 @@ fn trace_command(cmd: &[String], timeout: Duration) -> Result<(String, String)> 
         eprintln!("warning: {} exited with {status}", cmd[0]);
         note.push_str(&format!("# the command exited with {status}\n"));
     }
-    note.push_str(&format!(
-        "# wall-clock run time {:.1} ms\n",
-        elapsed.as_secs_f64() * 1e3
-    ));
     let mut trace = trace;
     // trace_pipe reports lost events in-line; add the ring buffer's own count if it did not.
     if lost > 0 && !trace.contains("[LOST ") {

@@ -12,7 +12,8 @@
 //!    consumed. Its completion is the `block_rq_complete` at its start sector (partial completions move the start).
 //! 4. **Start and end.** The start is the fork that created the command's process (or, without it, the
 //!    `bfq-record start` marker, written just before the spawn); the end is the `bfq-record end` marker, written
-//!    after the command exited.
+//!    after the command exited. Bios queued and requests issued after the end are ignored (they can only come from
+//!    companions).
 
 use super::ftrace::{lost_events, parse_line, BlockRange, Dev, Event};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -148,7 +149,9 @@ where
     let mut files: BTreeSet<(Dev, u64)> = BTreeSet::new();
     for line in lines {
         let Some(l) = parse_line(line) else { continue };
-        let ours = tree.contains(&l.pid) || also.contains(l.comm.as_str());
+        // After the end marker the tree is gone; companions (`also_comms`) may go on reading, but not for it.
+        let ended = rec.end_ns.is_some_and(|e| l.ts_ns > e);
+        let ours = !ended && (tree.contains(&l.pid) || also.contains(l.comm.as_str()));
         match l.event {
             Event::BioQueue(r) if ours && r.rwbs.read && r.sectors > 0 => {
                 pending.insert(
@@ -158,19 +161,24 @@ where
                     },
                 );
             }
-            Event::RqIssue(r) if r.rwbs.read && r.sectors > 0 => {
-                if consume(&mut pending, &r) && !outstanding.contains_key(&(r.dev, r.sector)) {
-                    outstanding.insert((r.dev, r.sector), (reads.len(), r.sectors));
-                    reads.push(TracedRead {
-                        dev: r.dev,
-                        sector: r.sector,
-                        sectors: r.sectors,
-                        issue_ns: l.ts_ns,
-                        complete_ns: None,
-                        readahead: r.rwbs.readahead,
-                        meta: r.rwbs.meta,
-                    });
-                }
+            // A read request that carries tree bios (consumed here) and is not a re-issue of one outstanding.
+            Event::RqIssue(r)
+                if r.rwbs.read
+                    && r.sectors > 0
+                    && !ended
+                    && consume(&mut pending, &r)
+                    && !outstanding.contains_key(&(r.dev, r.sector)) =>
+            {
+                outstanding.insert((r.dev, r.sector), (reads.len(), r.sectors));
+                reads.push(TracedRead {
+                    dev: r.dev,
+                    sector: r.sector,
+                    sectors: r.sectors,
+                    issue_ns: l.ts_ns,
+                    complete_ns: None,
+                    readahead: r.rwbs.readahead,
+                    meta: r.rwbs.meta,
+                });
             }
             Event::RqComplete { range: r, .. } if r.rwbs.read => {
                 if let Some((idx, left)) = outstanding.remove(&(r.dev, r.sector)) {
@@ -262,6 +270,8 @@ CPU:1 [LOST 3 EVENTS]
             bash-901     [001] .....   100.000960: block_rq_issue: 8,48 R 4096 () 64 + 8 be,0,4 [bash]
             bash-901     [001] .....   100.000970: block_bio_queue: 254,0 R 7000 + 8 [bash]
              bfq-900     [000] ...1.   100.001000: tracing_mark_write: bfq-record end
+           rustc-77      [000] .....   100.001100: block_bio_queue: 254,0 R 9100 + 8 [rustc]
+           rustc-77      [000] .....   100.001110: block_rq_issue: 254,0 R 4096 () 9100 + 8 be,0,4 [rustc]
 ";
 
     #[test]
