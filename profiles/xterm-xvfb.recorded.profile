@@ -1,4 +1,5 @@
 # recorded by bfq record: xterm /bin/true
+# also counted: reads by processes named Xvfb
 # kernel 6.18.44-fc-v595; cold page cache (sync; drop_caches 3)
 # device 254:0 (vda), 536870912 sectors
 # device 254:0: 248 read requests, 18579456 bytes; kernel-flagged readahead 149, metadata 97; kept async (RA) 68

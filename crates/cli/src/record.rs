@@ -98,6 +98,12 @@ pub fn record(a: RecordArgs) -> Result<()> {
                 rel.trim()
             ));
         }
+        if !a.also_comm.is_empty() {
+            h.push_str(&format!(
+                "# also counted: reads by processes named {}\n",
+                a.also_comm.join(", ")
+            ));
+        }
         h.push_str(&note);
         (t, h)
     };
