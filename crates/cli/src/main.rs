@@ -5,6 +5,8 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod record;
+
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
 #[command(name = "bfq", version, about, long_about = None)]
@@ -24,6 +26,9 @@ enum Cmd {
     Run(RunArgs),
     /// Run the main job: the seeds' reference matrix on the simulator, with report and claims checklist.
     Reproduce(ReproduceArgs),
+    /// Record a real command's cold-cache start-up I/O into an application profile (needs root):
+    /// bfq record [--out PROFILE] -- CMD [ARGS...]
+    Record(record::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +47,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Schedulers { name } => schedulers(name.as_deref()),
         Cmd::Run(args) => run_one(args),
         Cmd::Reproduce(args) => reproduce(args),
+        Cmd::Record(args) => record::record(args),
     }
 }
 

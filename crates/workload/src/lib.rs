@@ -5,7 +5,7 @@
 //! The simulator executes processes in virtual time; the real targets execute the same processes on threads.
 //!
 //! Standard processes: fio-like [`readers`] and [`writers`] (engine in [`fio`]), application start-up replay
-//! ([`startup`], profiles in [`profile`]), a [`video`] player and its [`noise`], periodic [`sync`], an [`iozone`]-style
+//! ([`startup`], profiles in [`profile`], recorded from block traces by [`record`]), a [`video`] player and its [`noise`], periodic [`sync`], an [`iozone`]-style
 //! throughput test, and the named background workloads of the S suite ([`workloads`]). Randomness comes only from
 //! seeded streams ([`rng`]).
 
@@ -17,6 +17,7 @@ pub mod noise;
 pub mod process;
 pub mod profile;
 pub mod readers;
+pub mod record;
 pub mod rng;
 pub mod startup;
 pub mod sync;
