@@ -20,8 +20,9 @@
 //!   already there).
 //! - **Write cache.** With `write_cache_kib > 0`, a write that fits in the free write cache completes after the
 //!   command overhead plus its transfer at interface speed; the dirty data is written to the media (destaged, in
-//!   pieces of at most 512 KiB, nearest first) only when no host command is queued. When the cache is full, writes are
-//!   queued as media writes like reads (write-through). With `write_cache_kib = 0` every write is a media write.
+//!   pieces of at most 512 KiB, nearest first) only when no host command is queued and the drive has had no host
+//!   command for [`DESTAGE_IDLE_NS`] (or the cache is half full). When the cache is full, writes are queued as media
+//!   writes like reads (write-through). With `write_cache_kib = 0` every write is a media write.
 //! - **Queueing.** Up to `queue_depth` commands are queued; when the head is free the drive serves the queued command
 //!   with the shortest positioning time (seek + rotational wait; cache hits count as zero), except that a command
 //!   older than `ncq_age_limit_ms` is served first. Service is not preemptive. A command arriving at an idle drive
@@ -39,6 +40,11 @@ use super::{clamp_request, f64_ns, ps_per_sector, xfer_ns, DevRequest, Device};
 const NS_PER_MINUTE: f64 = 60.0e9;
 /// Largest piece of dirty data written to the media in one destage operation, in sectors (512 KiB, an estimate).
 const DESTAGE_MAX_SECTORS: u64 = 1024;
+/// The drive writes cached data to the media only after it has had no host command for this long (ns), unless the
+/// write cache is at least half full: a drive that destaged in every microsecond gap between a process's dependent
+/// reads would make each of them wait for a random write. 10 ms is an estimate (firmware idle timers are not
+/// published); it is longer than a request's service and shorter than the 2 s `sync` period of S's workloads.
+pub const DESTAGE_IDLE_NS: Time = 10_000_000;
 /// How many dirty extents the destage picker examines (bounds the per-operation cost).
 const DESTAGE_SCAN: usize = 64;
 /// Integration steps when averaging the seek curve over random seeks.
@@ -313,6 +319,10 @@ pub struct Hdd {
     queue: Vec<Op>,
     destage: Vec<Extent>,
     dirty: u64,
+    /// Last host activity (a command arriving or completing), ns: destaging waits [`DESTAGE_IDLE_NS`] after it.
+    host_active_at: Time,
+    /// A destage is due at this time if the drive stays idle until then.
+    destage_at: Option<Time>,
     segments: Vec<Segment>,
     stream: Option<Stream>,
     lru_clock: u64,
@@ -392,6 +402,8 @@ impl Hdd {
             queue: Vec::with_capacity(queue_depth as usize + 1),
             destage: Vec::with_capacity(DESTAGE_SCAN),
             dirty: 0,
+            host_active_at: 0,
+            destage_at: None,
             segments: vec![Segment::default(); cfg.cache_segments as usize],
             stream: None,
             lru_clock: 0,
@@ -726,8 +738,15 @@ impl Hdd {
             return;
         }
         if self.destage.is_empty() {
+            self.destage_at = None;
             return;
         }
+        let due = self.host_active_at.saturating_add(DESTAGE_IDLE_NS);
+        if t < due && self.dirty * 2 < self.write_cache_cap {
+            self.destage_at = Some(due);
+            return;
+        }
+        self.destage_at = None;
         // Destage the dirty extent nearest to the head.
         let mut best = (0usize, Time::MAX);
         for (i, e) in self.destage.iter().take(DESTAGE_SCAN).enumerate() {
@@ -761,16 +780,29 @@ impl Hdd {
 
     /// Processes everything that happens up to `now`.
     fn advance(&mut self, now: Time) {
-        while let Some(is) = self.in_service {
-            if is.end > now {
-                break;
+        loop {
+            if let Some(is) = self.in_service {
+                if is.end > now {
+                    break;
+                }
+                self.in_service = None;
+                if let Some((seq, tag)) = is.host {
+                    self.done.push(Reverse((is.end, seq, tag)));
+                    self.host_active_at = self.host_active_at.max(is.end);
+                }
+                self.dirty = self.dirty.saturating_sub(is.destaged);
+                self.start_next(is.end, false);
+                continue;
             }
-            self.in_service = None;
-            if let Some((seq, tag)) = is.host {
-                self.done.push(Reverse((is.end, seq, tag)));
+            match self.destage_at {
+                Some(t) if t <= now => {
+                    self.start_next(t, false);
+                    if self.in_service.is_none() {
+                        break;
+                    }
+                }
+                _ => break,
             }
-            self.dirty = self.dirty.saturating_sub(is.destaged);
-            self.start_next(is.end, false);
         }
     }
 }
@@ -782,6 +814,7 @@ impl Device for Hdd {
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
         self.advance(now);
+        self.host_active_at = now;
         let (sector, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         self.seq += 1;
         let seq = self.seq;
@@ -821,10 +854,13 @@ impl Device for Hdd {
             Some(is) => self.pick(is.end, false).map(|(_, p)| p.end),
             None => None,
         };
-        match (cached, head) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // A pending destage is not a completion, but the drive must be advanced then to start it.
+        let destage = if self.in_service.is_none() {
+            self.destage_at
+        } else {
+            None
+        };
+        [cached, head, destage].into_iter().flatten().min()
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
@@ -1051,7 +1087,8 @@ mod tests {
         // Cached: overhead + transfer at interface speed, far below a rotation.
         assert!(t < MS);
         assert_eq!(d.pop_completion(t), Some(1));
-        // A read right after waits for the destage in progress, then is served.
+        // A read right after is served at once: the drive destages only after DESTAGE_IDLE_NS without host
+        // commands (a random 4 KiB read at QD1 is a seek plus rotation, well under 30 ms).
         d.submit(
             DevRequest {
                 tag: 2,
@@ -1062,8 +1099,15 @@ mod tests {
             t,
         );
         let t2 = d.next_completion().unwrap();
+        assert!(t2 - t < 30 * MS, "the read waited for a destage: {} ns", t2 - t);
         assert_eq!(d.pop_completion(t2), Some(2));
+        assert_eq!(d.dirty, 8, "nothing destaged while the host was busy");
+        // Idle for DESTAGE_IDLE_NS after the read: the drive wakes up to destage, completing nothing for the host.
+        let due = d.next_completion().unwrap();
+        assert_eq!(due, t2 + DESTAGE_IDLE_NS);
+        assert_eq!(d.pop_completion(due), None);
         assert_eq!(d.next_completion(), None);
+        assert_eq!(d.pop_completion(due + 100 * MS), None);
         assert_eq!(d.dirty, 0);
     }
 

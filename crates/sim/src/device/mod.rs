@@ -33,7 +33,9 @@ pub trait Device: Send {
     /// Accepts a request at time `now`. The caller never has more than `info().queue_depth` requests outstanding.
     fn submit(&mut self, rq: DevRequest, now: Time);
 
-    /// Time of the earliest pending completion, if any request is outstanding.
+    /// The next time the device must be advanced: the earliest pending completion, or earlier internal work that
+    /// may delay it (a drive starting to destage its write cache after an idle period). At that time
+    /// [`Device::pop_completion`] may return nothing; the caller then asks again. `None` when nothing is pending.
     fn next_completion(&self) -> Option<Time>;
 
     /// Removes and returns the tag of the earliest completion at or before `now` (ties in submission order).

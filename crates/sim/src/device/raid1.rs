@@ -133,8 +133,11 @@ impl Raid1 {
             let (i, t) = (0..2)
                 .filter_map(|i| disks[i].next_completion().map(|t| (i, t)))
                 .min_by_key(|&(i, t)| (t, i))?;
-            let itag = disks[i].pop_completion(t)? as usize;
-            let r = &mut remaining[itag];
+            // A mirror may wake up for internal work (destaging) without completing anything.
+            let Some(itag) = disks[i].pop_completion(t) else {
+                continue;
+            };
+            let r = &mut remaining[itag as usize];
             *r = r.saturating_sub(1);
             if *r == 0 {
                 return Some(t);
@@ -215,7 +218,10 @@ impl Device for Raid1 {
                 .filter_map(|i| self.disks[i].next_completion().map(|t| (i, t)))
                 .filter(|&(_, t)| t <= now)
                 .min_by_key(|&(i, t)| (t, i))?;
-            let itag = self.disks[i].pop_completion(t)? as usize;
+            let Some(itag) = self.disks[i].pop_completion(t) else {
+                continue; // a wake-up for internal work: that disk's next event is now later than `now`
+            };
+            let itag = itag as usize;
             self.pending[i] = self.pending[i].saturating_sub(1);
             let slot = &mut self.slots[itag];
             slot.remaining = slot.remaining.saturating_sub(1);
