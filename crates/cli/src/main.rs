@@ -5,6 +5,8 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod suite_cmd;
+
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
 #[command(name = "bfq", version, about, long_about = None)]
@@ -24,6 +26,8 @@ enum Cmd {
     Run(RunArgs),
     /// Run the main job: the seeds' reference matrix on the simulator, with report and claims checklist.
     Reproduce(ReproduceArgs),
+    /// Run one benchmark (throughput, startup, video, fairness, interleaved, iozone) on one or more targets.
+    Suite(suite_cmd::SuiteArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Schedulers { name } => schedulers(name.as_deref()),
         Cmd::Run(args) => run_one(args),
         Cmd::Reproduce(args) => reproduce(args),
+        Cmd::Suite(args) => suite_cmd::run(args),
     }
 }
 
@@ -177,6 +182,10 @@ struct ReproduceArgs {
     /// Seed of the first repetition; repetition i uses seed + i.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Measure the policy's wall-clock CPU time per request in the iozone runs (seed 003's CPU cost column);
+    /// written to cpu.json and the iozone tables only, so results.json stays reproducible.
+    #[arg(long)]
+    cpu_time: bool,
 }
 
 fn reproduce(a: ReproduceArgs) -> Result<()> {
@@ -192,7 +201,10 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs 0: give at least 1 worker thread");
     }
-    let p = plan(a.quick, reps, a.seed);
+    let mut p = plan(a.quick, reps, a.seed);
+    for j in &mut p.jobs {
+        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
+    }
     for s in &p.skipped {
         eprintln!("skipping scheduler {s}: not implemented yet");
     }
@@ -228,7 +240,13 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         command.push_str(" --quick");
     }
     command.push_str(&format!(" --reps {reps} --seed {}", a.seed));
-    let meta = bfq_suite::report::ReportMeta::new(command, a.seed);
+    if a.cpu_time {
+        command.push_str(" --cpu-time");
+    }
+    let meta = bfq_suite::report::ReportMeta {
+        sources: bfq_suite::reproduce::sources(),
+        ..bfq_suite::report::ReportMeta::new(command, a.seed)
+    };
     let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;
     println!(
