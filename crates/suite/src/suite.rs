@@ -7,7 +7,7 @@
 //! Defaults per benchmark follow S (`suite.md` §1): see [`Benchmark::default_workloads`] and [`default_reps`].
 
 use crate::benchmarks::{run_fairness, run_interleaved, run_iozone, run_video, Zones};
-use crate::report::{self, Figure, Quantity, ReportMeta};
+use crate::report::{self, Figure, ReportMeta};
 use crate::result::RunResult;
 use crate::scenario::{load_profile, run_sim, Era, ScenarioError, SimScenario};
 use crate::target::{run_real, Target};
@@ -649,31 +649,23 @@ pub fn run_jobs(
         .collect()
 }
 
-/// Whether `fig` shows one of its benchmark's headline quantities, the ones `bfq suite` prints: start-up time and
-/// the throughput during it; aggregate throughput (throughput, interleaved); drop rate (video); each reader's share
-/// and the largest deviation (fairness); the iozone phases.
-pub fn is_headline(fig: &Figure) -> bool {
-    let extra = |k: &str| matches!(&fig.quantity, Quantity::Extra(x) if x == k);
-    match fig.benchmark.as_str() {
-        "startup" => matches!(fig.quantity, Quantity::StartupTime | Quantity::AggregateThroughput),
-        "throughput" => fig.quantity == Quantity::AggregateThroughput,
-        "video" => extra("drop_rate_pct"),
-        "interleaved" => fig.quantity == Quantity::AggregateThroughput || extra("mean_request_kib"),
-        "fairness" => {
-            matches!(&fig.quantity, Quantity::Extra(x) if x.starts_with("share_") || x == "max_share_error_pct")
-        }
-        "iozone" => false,
-        _ => fig.quantity == Quantity::AggregateThroughput,
-    }
-}
-
-/// The text `bfq suite` prints: the S-format table of every headline figure ([`is_headline`]), and the iozone
+/// The text `bfq suite` prints: the S-format table of every headline figure ([`report::is_headline`]), and the iozone
 /// tables in seed 003's layout when there are iozone results.
+///
+/// With several targets, each headline quantity is instead one table with the targets side by side
+/// ([`report::table::side_by_side`]).
 pub fn printed_tables(results: &[RunResult], meta: &ReportMeta) -> String {
     let mut out = String::new();
-    for fig in report::figures(results, meta).iter().filter(|f| is_headline(f)) {
-        out.push_str(&report::table::s_table(fig, meta));
-        out.push('\n');
+    let figs = report::figures(results, meta);
+    let headline: Vec<&Figure> = figs.iter().filter(|f| report::is_headline(f)).collect();
+    match report::table::side_by_side(&headline) {
+        Some(t) => out.push_str(&t),
+        None => {
+            for fig in headline {
+                out.push_str(&report::table::s_table(fig, meta));
+                out.push('\n');
+            }
+        }
     }
     if let Some(t) = report::table::iozone_tables(results) {
         out.push_str(&t);

@@ -3,7 +3,7 @@
 
 use super::svg::{bar_chart, escape, Palette};
 use super::table::{format_value, quantity_with_unit, reference_text, x_meaning};
-use super::{Cell, ChecklistItem, Figure, ReportMeta, CPU_FILE, IOZONE_FILE};
+use super::{Cell, ChecklistItem, Figure, ReportMeta, CPU_FILE, IOZONE_FILE, SIDE_BY_SIDE_FILE};
 use crate::stats::CI_FORMULA;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -120,15 +120,18 @@ fn table_html(fig: &Figure, palette: &Palette) -> String {
 /// The whole report page: a header with the run's metadata and links to the data files, the checklist (when
 /// there is one) with PASS/FAIL badges, a list of figures, then every figure's chart (inline SVG) and table.
 pub fn report_html(figs: &[Figure], meta: &ReportMeta, checklist: &[ChecklistItem]) -> String {
-    report_html_with(figs, meta, checklist, None)
+    report_html_with(figs, meta, checklist, None, None)
 }
 
-/// [`report_html`] with, when given, the iozone tables in seed 003's layout ([`super::table::iozone_tables`]) as a
-/// section of their own, linked to their file and to the CPU-time file when they have a CPU column.
+/// [`report_html`] with, when given, the headline tables of several targets side by side
+/// ([`super::table::side_by_side`]) and the iozone tables in seed 003's layout ([`super::table::iozone_tables`]),
+/// each as a section of its own, linked to their files (and to the CPU-time file when the iozone tables have a CPU
+/// column).
 pub fn report_html_with(
     figs: &[Figure],
     meta: &ReportMeta,
     checklist: &[ChecklistItem],
+    side_by_side: Option<&str>,
     iozone: Option<&str>,
 ) -> String {
     let palette = Palette::for_figures(figs);
@@ -169,6 +172,12 @@ pub fn report_html_with(
     for (file, what) in DATA_FILES {
         let _ = writeln!(s, "<li><a href=\"{file}\">{file}</a>: {}</li>", escape(what));
     }
+    if side_by_side.is_some() {
+        let _ = writeln!(
+            s,
+            "<li><a href=\"{SIDE_BY_SIDE_FILE}\">{SIDE_BY_SIDE_FILE}</a>: headline tables, targets side by side</li>"
+        );
+    }
     if let Some(t) = iozone {
         let _ = writeln!(
             s,
@@ -206,6 +215,16 @@ pub fn report_html_with(
             s.push_str("</li>\n");
         }
         s.push_str("</ul>\n</section>\n");
+    }
+
+    // Targets side by side.
+    if let Some(t) = side_by_side {
+        let _ = writeln!(
+            s,
+            "<section id=\"side-by-side\">\n<h2>Targets side by side</h2>\n<div class=\"table-wrap\"><pre>{}</pre></div>\n\
+             <p class=\"notes\">Averages over repetitions; X: a repetition timed out; -: not run.</p>\n</section>",
+            escape(t)
+        );
     }
 
     // iozone tables.

@@ -602,6 +602,24 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
     }
 }
 
+/// Whether `fig` shows one of its benchmark's headline quantities, the ones `bfq suite` prints: start-up time and
+/// the throughput during it; aggregate throughput (throughput, interleaved); drop rate (video); each reader's share
+/// and the largest deviation (fairness); the iozone phases.
+pub fn is_headline(fig: &Figure) -> bool {
+    let extra = |k: &str| matches!(&fig.quantity, Quantity::Extra(x) if x == k);
+    match fig.benchmark.as_str() {
+        "startup" => matches!(fig.quantity, Quantity::StartupTime | Quantity::AggregateThroughput),
+        "throughput" => fig.quantity == Quantity::AggregateThroughput,
+        "video" => extra("drop_rate_pct"),
+        "interleaved" => fig.quantity == Quantity::AggregateThroughput || extra("mean_request_kib"),
+        "fairness" => {
+            matches!(&fig.quantity, Quantity::Extra(x) if x.starts_with("share_") || x == "max_share_error_pct")
+        }
+        "iozone" => false,
+        _ => fig.quantity == Quantity::AggregateThroughput,
+    }
+}
+
 /// Writes every report file into `dir` (created if missing) and returns their paths in the order written:
 /// `results.json`, `results.csv`, `summary.csv`, `result_list.txt`, `summary.txt`, then per figure
 /// `<slug>-table.txt` and `<slug>.svg`, and last `report.html`.
@@ -646,19 +664,26 @@ pub fn write_all(
     if let Some(t) = &iozone {
         put(IOZONE_FILE, t)?;
     }
+    let headline: Vec<&Figure> = figs.iter().filter(|f| is_headline(f)).collect();
+    let side = table::side_by_side(&headline);
+    if let Some(t) = &side {
+        put(SIDE_BY_SIDE_FILE, t)?;
+    }
     for fig in &figs {
         put(&format!("{}-table.txt", fig.slug), &table::s_table(fig, meta))?;
         put(&format!("{}.svg", fig.slug), &svg::bar_chart(fig, &palette))?;
     }
     put(
         "report.html",
-        &html::report_html_with(&figs, meta, checklist, iozone.as_deref()),
+        &html::report_html_with(&figs, meta, checklist, side.as_deref(), iozone.as_deref()),
     )?;
     Ok(written)
 }
 
 /// File of the measured policy CPU times (written only when some run measured them; not reproducible).
 pub const CPU_FILE: &str = "cpu.json";
+/// File of the headline tables with the targets side by side (written only when the results span several targets).
+pub const SIDE_BY_SIDE_FILE: &str = "targets-side-by-side.txt";
 /// File of the iozone tables in seed 003's layout (written only when there are iozone results).
 pub const IOZONE_FILE: &str = "iozone-tables.txt";
 

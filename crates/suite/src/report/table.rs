@@ -192,6 +192,76 @@ pub fn summary_table(figs: &[Figure]) -> String {
     out
 }
 
+/// The headline figures of several targets side by side: one table per (benchmark, application, quantity), with a
+/// row per (workload, target), the targets of one workload on adjacent rows, and a column per scheduler (the union
+/// over targets, `-` where a target did not run one). `None` when the figures span fewer than two targets.
+pub fn side_by_side(figs: &[&Figure]) -> Option<String> {
+    let targets: BTreeSet<&str> = figs.iter().map(|f| f.target.as_str()).collect();
+    if targets.len() < 2 {
+        return None;
+    }
+    type Key = (String, Option<String>, Quantity);
+    let mut keys: Vec<Key> = Vec::new();
+    for f in figs {
+        let k = (f.benchmark.clone(), f.app.clone(), f.quantity.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut out = String::new();
+    for (benchmark, app, quantity) in keys {
+        let group: Vec<&&Figure> = figs
+            .iter()
+            .filter(|f| f.benchmark == benchmark && f.app == app && f.quantity == quantity)
+            .collect();
+        let mut scheds: Vec<String> = Vec::new();
+        let mut workloads: Vec<String> = Vec::new();
+        for f in &group {
+            for s in &f.schedulers {
+                if !scheds.contains(s) {
+                    scheds.push(s.clone());
+                }
+            }
+            for w in &f.workloads {
+                if !workloads.contains(w) {
+                    workloads.push(w.clone());
+                }
+            }
+        }
+        let what = match (&app, &quantity) {
+            (Some(a), Quantity::StartupTime) => format!("{} of {a}", quantity_with_unit(group[0])),
+            (Some(a), _) => format!("{} during {a} start-up", quantity_with_unit(group[0])),
+            (None, _) => quantity_with_unit(group[0]),
+        };
+        let _ = writeln!(out, "# {benchmark}: {what}, targets side by side");
+        let mut header = vec!["workload".to_string(), "target".to_string()];
+        header.extend(scheds.iter().cloned());
+        let mut rows = vec![header];
+        for w in &workloads {
+            for f in &group {
+                if !f.workloads.contains(w) {
+                    continue;
+                }
+                let mut row = vec![w.clone(), f.target.clone()];
+                for s in &scheds {
+                    row.push(f.cell(w, s).map_or("-".to_string(), cell_text));
+                }
+                rows.push(row);
+            }
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for (i, row) in rows.iter().enumerate() {
+            let cells: Vec<String> = row.iter().zip(&widths).map(|(t, w)| pad(t, *w)).collect();
+            let lead = if i == 0 { "# " } else { "  " };
+            let _ = writeln!(out, "{lead}{}", cells.join("  ").trim_end());
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
 /// iozone's phases: the `extra` key of each and its column title in seed 003's tables.
 pub const IOZONE_PHASES: [(&str, &str); 4] = [
     ("write_kbps", "write"),
@@ -373,6 +443,34 @@ mod tests {
         assert!(!t.contains("CPU"), "no CPU column without measurements");
         let t = iozone_tables(&[mk("cfq", 1000.0, Some(250.0))]).unwrap();
         assert!(t.contains("policy CPU [ns/request]") && t.contains(" 250.00"), "{t}");
+    }
+
+    #[test]
+    fn side_by_side_puts_the_targets_of_a_workload_together() {
+        let mut rs = sample_results();
+        for r in sample_results() {
+            rs.push(RunResult {
+                target: "kernel:/mnt/x".into(),
+                device: "loop0".into(),
+                ..r
+            });
+        }
+        let figs = figures(&rs, &ReportMeta::default());
+        let refs: Vec<&Figure> = figs.iter().collect();
+        assert!(side_by_side(&refs[..1]).is_none(), "one target: nothing to compare");
+        let t = side_by_side(&refs).unwrap();
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .filter(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0][..2], ["0r0w", "sim:seagate-hdd"]);
+        assert_eq!(rows[1][..2], ["0r0w", "kernel:/mnt/x"]);
+        assert_eq!(rows[0][2..], rows[1][2..], "same values in both copies");
+        assert!(
+            t.starts_with("# startup: start-up time [s] of xterm, targets side by side\n"),
+            "{t}"
+        );
     }
 
     #[test]
