@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod record;
+mod suite_cmd;
 
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
@@ -29,6 +30,8 @@ enum Cmd {
     /// Record a real command's cold-cache start-up I/O into an application profile (needs root):
     /// bfq record [--out PROFILE] -- CMD [ARGS...]
     Record(record::RecordArgs),
+    /// Run one benchmark (throughput, startup, video, fairness, interleaved, iozone) on one or more targets.
+    Suite(suite_cmd::SuiteArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +51,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Run(args) => run_one(args),
         Cmd::Reproduce(args) => reproduce(args),
         Cmd::Record(args) => record::record(args),
+        Cmd::Suite(args) => suite_cmd::run(args),
     }
 }
 
@@ -183,6 +187,10 @@ struct ReproduceArgs {
     /// Seed of the first repetition; repetition i uses seed + i.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Measure the policy's wall-clock CPU time per request in the iozone runs (seed 003's CPU cost column);
+    /// written to cpu.json and the iozone tables only, so results.json stays reproducible.
+    #[arg(long)]
+    cpu_time: bool,
 }
 
 fn reproduce(a: ReproduceArgs) -> Result<()> {
@@ -198,7 +206,10 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs 0: give at least 1 worker thread");
     }
-    let p = plan(a.quick, reps, a.seed);
+    let mut p = plan(a.quick, reps, a.seed);
+    for j in &mut p.jobs {
+        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
+    }
     for s in &p.skipped {
         eprintln!("skipping scheduler {s}: not implemented yet");
     }
@@ -234,7 +245,13 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         command.push_str(" --quick");
     }
     command.push_str(&format!(" --reps {reps} --seed {}", a.seed));
-    let meta = bfq_suite::report::ReportMeta::new(command, a.seed);
+    if a.cpu_time {
+        command.push_str(" --cpu-time");
+    }
+    let meta = bfq_suite::report::ReportMeta {
+        sources: bfq_suite::reproduce::sources(),
+        ..bfq_suite::report::ReportMeta::new(command, a.seed)
+    };
     let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;
     println!(

@@ -1,12 +1,17 @@
-//! Benchmarks beyond throughput and start-up: weighted fairness across disk zones, and iozone-style phases.
+//! Benchmarks beyond throughput and start-up, on the simulator: weighted fairness across disk zones, iozone-style
+//! phases, video playback under load, and interleaved readers.
 
 use crate::result::RunResult;
-use crate::scenario::ScenarioError;
+use crate::scenario::{ScenarioError, STARTUP_WARMUP};
 use bfq_sched::{Time, SEC};
 use bfq_sim::{HostConfig, Simulation};
 use bfq_workload::fio::{JobConfig, Pattern};
+use bfq_workload::interleaved::{InterleavedReader, S_INTERLEAVED_WARMUP_NS};
 use bfq_workload::iozone::iozone_threads;
+use bfq_workload::noise::{Noise, NoiseConfig, S_NOISE_BS_BYTES, S_NOISE_COUNT};
 use bfq_workload::readers::Reader;
+use bfq_workload::video::{VideoConfig, VideoPlayer};
+use bfq_workload::workloads::{self, WorkloadSettings};
 use bfq_workload::{rng, FileSpec, FlowSpec, Placement};
 use std::collections::BTreeMap;
 
@@ -15,12 +20,13 @@ fn simulation(
     sched: &str,
     tunables: &[String],
     seed: u64,
+    time_policy: bool,
 ) -> Result<(Simulation, String), ScenarioError> {
     let cfg = bfq_sim::device::resolve(device).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
     let dev = cfg.build();
     let policy = bfq_sched::build(sched, &dev.info(), tunables).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
     let host = HostConfig {
-        time_policy: false,
+        time_policy,
         ..HostConfig::default()
     };
     Ok((Simulation::new(dev, policy, host, seed), cfg.name().to_string()))
@@ -96,7 +102,7 @@ pub fn run_fairness(
     duration: Time,
     seed: u64,
 ) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed)?;
+    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
     let size = 2u64 << 30;
     let mut pids = Vec::new();
     for (i, &w) in weights.iter().enumerate() {
@@ -153,6 +159,9 @@ pub fn run_fairness(
 /// iozone `-s <file_size> -r 512k -i 0 -i 1 -t <threads>`: each thread writes, re-writes, reads and re-reads its own
 /// file. Reports per-phase throughput in KB/s (iozone's "children see throughput": the sum of each thread's rate)
 /// as `extra` keys `write_kbps`, `rewrite_kbps`, `read_kbps`, `reread_kbps`.
+///
+/// With `time_policy` the wall-clock CPU time spent inside the policy is measured and reported per request in
+/// [`RunResult::sched_cpu_ns_per_request`] (iozone's `-+u` CPU cost column); that figure is not reproducible.
 pub fn run_iozone(
     device: &str,
     sched: &str,
@@ -160,8 +169,9 @@ pub fn run_iozone(
     threads: u32,
     file_size: u64,
     seed: u64,
+    time_policy: bool,
 ) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed)?;
+    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, time_policy)?;
     let (files, procs) = iozone_threads(threads, 0, file_size, 512 << 10);
     for f in &files {
         sim.add_file(f).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
@@ -195,5 +205,166 @@ pub fn run_iozone(
     r.write_mbps = wr;
     r.throughput_mbps = rd + wr;
     r.extra = rates;
+    let inserted = sim.inserted_requests();
+    r.sched_cpu_ns_per_request =
+        (time_policy && inserted > 0).then(|| sim.metrics().sched_cpu_ns as f64 / inserted as f64);
+    Ok(r)
+}
+
+/// Background warm-up before the video starts, ns: as for start-up, long enough for the background flows (and BFQ's
+/// weight raising of them) to reach steady state.
+pub const VIDEO_WARMUP: Time = STARTUP_WARMUP;
+
+/// Slack after the clip's last frame before a video run is cut, ns (every frame is decided by its deadline, so a run
+/// never needs it; it only bounds a broken one).
+const VIDEO_SLACK: Time = 60 * SEC;
+
+fn add_file(sim: &mut Simulation, spec: &FileSpec) -> Result<bfq_workload::FileId, ScenarioError> {
+    sim.add_file(spec).map_err(|e| ScenarioError::Invalid(e.to_string()))
+}
+
+/// S's video test (`suite.md` §1.7): while `workload` runs in the background (S 3.6 settings: writer cap on
+/// rotational devices, `sync` every 2 s), a player plays `clip` ns of a video file with cold caches, and every 4 s a
+/// noise command reads 15 MiB of another file, bypassing the cache, with a `sync` in parallel. The player starts
+/// after [`VIDEO_WARMUP`].
+///
+/// Reports `extra` keys `drop_rate_pct` (frames not shown by their deadline, percent of the clip's frames, what
+/// mplayer `-framedrop` prints), `frames` (frames in the clip) and `dropped_frames`; the throughput is the
+/// device's aggregate during playback.
+pub fn run_video(
+    device: &str,
+    sched: &str,
+    tunables: &[String],
+    workload: &str,
+    clip: Time,
+    seed: u64,
+) -> Result<RunResult, ScenarioError> {
+    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
+    let rotational = sim.device_info().rotational;
+    let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed)
+        .map_err(|e| ScenarioError::Invalid(format!("workload '{workload}': {}", e.0)))?;
+    for f in &wl.files {
+        add_file(&mut sim, f)?;
+    }
+    for p in wl.processes {
+        sim.spawn(0, p);
+    }
+    // The clip: S's trailer from its seek position, for `clip` ns; the file holds the seek offset, the clip and
+    // some slack.
+    let mut cfg = VideoConfig::s_default(0, 0);
+    let fps = u64::from(cfg.fps.max(1));
+    cfg.frames = ((u128::from(clip) * u128::from(fps)) / u128::from(SEC)).max(1) as u64;
+    let size = cfg.start_offset + (cfg.frames + fps) * cfg.frame_bytes();
+    cfg.file = add_file(
+        &mut sim,
+        &FileSpec {
+            name: "video".into(),
+            size,
+            placement: Placement::Contiguous,
+            prewritten: true,
+        },
+    )?;
+    cfg.file_size = size;
+    let frames = cfg.frames;
+    let noise_size = S_NOISE_BS_BYTES * S_NOISE_COUNT;
+    let noise_file = add_file(
+        &mut sim,
+        &FileSpec {
+            name: "smallfile".into(),
+            size: noise_size,
+            placement: Placement::Contiguous,
+            prewritten: true,
+        },
+    )?;
+    let start = VIDEO_WARMUP;
+    // S drops the caches before each iteration, so the clip is read from the device.
+    sim.drop_caches_at(start.saturating_sub(SEC / 5));
+    sim.spawn(
+        start,
+        Box::new(Noise::new(NoiseConfig::s_default(noise_file, noise_size))),
+    );
+    let pid = sim.spawn(start, Box::new(VideoPlayer::new(cfg)));
+    let limit = start + clip + VIDEO_SLACK;
+    let end = sim.run_until_exit(pid, limit).unwrap_or(limit).max(start + 1);
+    let (decided, dropped) = sim.report(pid).and_then(|r| r.frames).unwrap_or((0, 0));
+    // Frames never decided (only if the run was cut) count as dropped.
+    let shown = decided.saturating_sub(dropped);
+    let lost = frames.saturating_sub(shown);
+    let mut r = base_result("video", device, &dev_name, sched, tunables, workload.to_string(), seed);
+    r.extra
+        .insert("drop_rate_pct".into(), 100.0 * lost as f64 / frames as f64);
+    r.extra.insert("frames".into(), frames as f64);
+    r.extra.insert("dropped_frames".into(), lost as f64);
+    let [rd, wr] = sim.metrics().mbps_between(start, end);
+    r.read_mbps = rd;
+    r.write_mbps = wr;
+    r.throughput_mbps = rd + wr;
+    Ok(r)
+}
+
+/// Bytes of the area interleaved readers share, at most (a quarter of a smaller device).
+const INTERLEAVED_AREA_BYTES: u64 = 4 << 30;
+
+/// S's interleaved I/O test (`suite.md` §1.7): `readers` processes read one area at the start of the device (the
+/// fast outer zone of a disk) with direct 16 KiB reads, reader *i* taking blocks *i*, *i*+N, *i*+2N, …, so that
+/// together they read it sequentially. After S's 5 s warm-up, the aggregate throughput is measured for `measure`
+/// ns.
+///
+/// Reports the aggregate throughput and, as `extra`, `mean_request_kib` (bytes moved per device request over the
+/// whole run: above 16 KiB when a policy merged the readers' adjacent blocks into larger requests) and
+/// `slowest_reader_share_pct` (the least-served reader's share of the bytes read, percent; 100/N when all are equal).
+pub fn run_interleaved(
+    device: &str,
+    sched: &str,
+    tunables: &[String],
+    readers: u32,
+    measure: Time,
+    seed: u64,
+) -> Result<RunResult, ScenarioError> {
+    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
+    let readers = readers.max(1);
+    let capacity = sim.device_info().capacity_sectors * 512;
+    let area = INTERLEAVED_AREA_BYTES.min(capacity / 4);
+    let file = add_file(
+        &mut sim,
+        &FileSpec {
+            name: "area".into(),
+            size: area,
+            placement: Placement::At(0.0),
+            prewritten: true,
+        },
+    )?;
+    let pids: Vec<_> = InterleavedReader::group(file, area, readers)
+        .into_iter()
+        .map(|p| sim.spawn(0, Box::new(p)))
+        .collect();
+    let start = S_INTERLEAVED_WARMUP_NS;
+    let end = start + measure.max(1);
+    sim.run_until(end);
+    let m = sim.metrics();
+    let [rd, wr] = m.mbps_between(start, end);
+    let mut r = base_result(
+        "interleaved",
+        device,
+        &dev_name,
+        sched,
+        tunables,
+        format!("{readers}r-interleaved"),
+        seed,
+    );
+    r.read_mbps = rd;
+    r.write_mbps = wr;
+    r.throughput_mbps = rd + wr;
+    let [all_rd, all_wr] = m.bytes_between(0, end);
+    let kib = (all_rd + all_wr) as f64 / 1024.0 / m.device_requests.max(1) as f64;
+    r.extra.insert("mean_request_kib".into(), kib);
+    let per: Vec<u64> = pids
+        .iter()
+        .map(|&p| sim.flow_of(p).and_then(|f| m.per_flow.get(&f)).map_or(0, |b| b.read))
+        .collect();
+    let total = per.iter().sum::<u64>().max(1);
+    let slowest = per.iter().copied().min().unwrap_or(0);
+    r.extra
+        .insert("slowest_reader_share_pct".into(), 100.0 * slowest as f64 / total as f64);
     Ok(r)
 }

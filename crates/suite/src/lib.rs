@@ -10,5 +10,7 @@ pub mod reproduce;
 pub mod result;
 pub mod scenario;
 pub mod stats;
+pub mod suite;
+pub mod target;
 
 pub use result::RunResult;

@@ -46,6 +46,12 @@ pub enum ScenarioError {
     /// A bad parameter; the message says which and what to use instead.
     #[error("{0}")]
     Invalid(String),
+    /// The target cannot run in this build (a real target whose runner is not built in).
+    #[error("target {target} is not available in this build: only sim:<device> targets run here")]
+    Unavailable {
+        /// The target, as written on the command line (`engine:/mnt/x`).
+        target: String,
+    },
 }
 
 /// Start-up timeout (s): S's `run_main_benchmarks` passes 60 s; past it the result is shown as X.
@@ -59,6 +65,10 @@ pub const STARTUP_WARMUP: Time = 15 * SEC;
 /// Time of an S start-up iteration before the command starts (ns): `sleep 3`, `sleep 1`, then 0.2 s after
 /// dropping caches.
 pub const ITERATION_LEAD: Time = 4 * SEC + SEC / 5;
+
+/// Throughput samples discarded at each end of a paper-era run, ns: S@2011 dropped the first 3 and the last 3 of
+/// its 2 s iostat samples (`suite.md` §1.4).
+pub const PAPER_DISCARD: Time = 6 * SEC;
 
 /// Parameters of one simulated experiment.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,7 +87,8 @@ pub struct SimScenario {
     pub seed: u64,
     /// Settings era.
     pub era: Era,
-    /// Without an application: simulated duration (ns); measurement starts after the first second.
+    /// Without an application: simulated duration (ns); measurement starts after the first second (paper era: the
+    /// first and last [`PAPER_DISCARD`] are left out when the run is long enough).
     pub duration: Time,
     /// Background warm-up before the application starts (ns).
     pub warmup: Time,
@@ -177,7 +188,11 @@ pub fn run_sim(sc: &SimScenario) -> Result<RunResult, ScenarioError> {
         }
         None => {
             sim.run_until(sc.duration);
-            (None, false, (SEC.min(sc.duration / 2), sc.duration))
+            let window = match sc.era {
+                Era::Paper if sc.duration > 2 * PAPER_DISCARD + SEC => (PAPER_DISCARD, sc.duration - PAPER_DISCARD),
+                _ => (SEC.min(sc.duration / 2), sc.duration),
+            };
+            (None, false, window)
         }
     };
     let m = sim.metrics();

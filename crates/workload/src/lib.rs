@@ -5,13 +5,14 @@
 //! The simulator executes processes in virtual time; the real targets execute the same processes on threads.
 //!
 //! Standard processes: fio-like [`readers`] and [`writers`] (engine in [`fio`]), application start-up replay
-//! ([`startup`], profiles in [`profile`], recorded from block traces by [`record`]), a [`video`] player and its [`noise`], periodic [`sync`], an [`iozone`]-style
-//! throughput test, and the named background workloads of the S suite ([`workloads`]). Randomness comes only from
-//! seeded streams ([`rng`]).
+//! ([`startup`], profiles in [`profile`], recorded from block traces by [`record`]), a [`video`] player and its
+//! [`noise`], [`interleaved`] readers, periodic [`sync`], an [`iozone`]-style throughput test, and the named
+//! background workloads of the S suite ([`workloads`]). Randomness comes only from seeded streams ([`rng`]).
 
 #![warn(missing_docs)]
 
 pub mod fio;
+pub mod interleaved;
 pub mod iozone;
 pub mod noise;
 pub mod process;

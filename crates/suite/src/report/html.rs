@@ -3,7 +3,7 @@
 
 use super::svg::{bar_chart, escape, Palette};
 use super::table::{format_value, quantity_with_unit, reference_text, x_meaning};
-use super::{Cell, ChecklistItem, Figure, ReportMeta};
+use super::{Cell, ChecklistItem, Figure, ReportMeta, CPU_FILE, IOZONE_FILE, SIDE_BY_SIDE_FILE};
 use crate::stats::CI_FORMULA;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -57,6 +57,8 @@ td.x { color: var(--fail); font-weight: 700; }
 td.missing { color: var(--muted); }
 tr.ref td { background: #f1f5fb; }
 .notes { color: var(--muted); font-size: 0.88rem; margin: 10px 0 0; }
+.source { color: var(--muted); margin: -6px 0 10px; font-style: italic; }
+pre { font: 0.85rem/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; margin: 0; }
 footer { color: var(--muted); font-size: 0.85rem; text-align: center; }
 @media (max-width: 600px) { main { padding: 12px 8px; } section, header, nav { padding: 12px; } }
 "#;
@@ -118,6 +120,20 @@ fn table_html(fig: &Figure, palette: &Palette) -> String {
 /// The whole report page: a header with the run's metadata and links to the data files, the checklist (when
 /// there is one) with PASS/FAIL badges, a list of figures, then every figure's chart (inline SVG) and table.
 pub fn report_html(figs: &[Figure], meta: &ReportMeta, checklist: &[ChecklistItem]) -> String {
+    report_html_with(figs, meta, checklist, None, None)
+}
+
+/// [`report_html`] with, when given, the headline tables of several targets side by side
+/// ([`super::table::side_by_side`]) and the iozone tables in seed 003's layout ([`super::table::iozone_tables`]),
+/// each as a section of its own, linked to their files (and to the CPU-time file when the iozone tables have a CPU
+/// column).
+pub fn report_html_with(
+    figs: &[Figure],
+    meta: &ReportMeta,
+    checklist: &[ChecklistItem],
+    side_by_side: Option<&str>,
+    iozone: Option<&str>,
+) -> String {
     let palette = Palette::for_figures(figs);
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -156,6 +172,25 @@ pub fn report_html(figs: &[Figure], meta: &ReportMeta, checklist: &[ChecklistIte
     for (file, what) in DATA_FILES {
         let _ = writeln!(s, "<li><a href=\"{file}\">{file}</a>: {}</li>", escape(what));
     }
+    if side_by_side.is_some() {
+        let _ = writeln!(
+            s,
+            "<li><a href=\"{SIDE_BY_SIDE_FILE}\">{SIDE_BY_SIDE_FILE}</a>: headline tables, targets side by side</li>"
+        );
+    }
+    if let Some(t) = iozone {
+        let _ = writeln!(
+            s,
+            "<li><a href=\"{IOZONE_FILE}\">{IOZONE_FILE}</a>: iozone tables in seed 003's layout</li>"
+        );
+        if t.contains("policy CPU") {
+            let _ = writeln!(
+                s,
+                "<li><a href=\"{CPU_FILE}\">{CPU_FILE}</a>: measured policy CPU time per run (wall clock, not \
+                 reproducible)</li>"
+            );
+        }
+    }
     s.push_str("</ul>\n</header>\n");
 
     // Checklist.
@@ -182,6 +217,28 @@ pub fn report_html(figs: &[Figure], meta: &ReportMeta, checklist: &[ChecklistIte
         s.push_str("</ul>\n</section>\n");
     }
 
+    // Targets side by side.
+    if let Some(t) = side_by_side {
+        let _ = writeln!(
+            s,
+            "<section id=\"side-by-side\">\n<h2>Targets side by side</h2>\n<div class=\"table-wrap\"><pre>{}</pre></div>\n\
+             <p class=\"notes\">Averages over repetitions; X: a repetition timed out; -: not run.</p>\n</section>",
+            escape(t)
+        );
+    }
+
+    // iozone tables.
+    if let Some(t) = iozone {
+        let _ = writeln!(
+            s,
+            "<section id=\"iozone\">\n<h2>iozone tables (seed 003 layout)</h2>\n<div class=\"table-wrap\"><pre>{}</pre></div>\n\
+             <p class=\"notes\">Throughput in KB/s per phase, average over repetitions. A CPU column, when present, is \
+             the wall-clock time spent inside the policy per request, measured with --cpu-time; it varies from run to \
+             run and is kept out of results.json.</p>\n</section>",
+            escape(t)
+        );
+    }
+
     // Contents.
     if !figs.is_empty() {
         s.push_str("<nav>\n<h2>Figures</h2>\n<ol>\n");
@@ -199,6 +256,9 @@ pub fn report_html(figs: &[Figure], meta: &ReportMeta, checklist: &[ChecklistIte
             fig.slug,
             escape(&fig.title)
         );
+        if let Some(src) = &fig.source {
+            let _ = writeln!(s, "<p class=\"source\">Reproduces: {}</p>", escape(src));
+        }
         let _ = writeln!(
             s,
             "<div class=\"chart\">\n{}</div>",

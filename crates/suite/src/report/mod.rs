@@ -40,6 +40,49 @@ pub struct ReportMeta {
     /// Given idle-device start-up references per application, seconds. When an application has one, it is the
     /// reference line of its start-up charts; otherwise each scheduler's own idle-workload average is.
     pub startup_reference_s: BTreeMap<String, f64>,
+    /// Which published figure or table each figure reproduces (shown with the figure); empty for none.
+    pub sources: Vec<SourceNote>,
+}
+
+/// Names the published figure or table a group of figures reproduces, e.g. "seed 004, figure 2".
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceNote {
+    /// Benchmark of the figures.
+    pub benchmark: String,
+    /// Device of the figures (any target).
+    pub device: String,
+    /// Application, for start-up figures.
+    pub app: Option<String>,
+    /// The quantity; `None` for every quantity of the group.
+    pub quantity: Option<Quantity>,
+    /// What is reproduced.
+    pub text: String,
+}
+
+impl SourceNote {
+    /// A note for every quantity of (benchmark, device, app).
+    pub fn new(benchmark: &str, device: &str, app: Option<&str>, text: impl Into<String>) -> SourceNote {
+        SourceNote {
+            benchmark: benchmark.to_string(),
+            device: device.to_string(),
+            app: app.map(str::to_string),
+            quantity: None,
+            text: text.into(),
+        }
+    }
+
+    /// The same note, for one quantity only.
+    pub fn only(mut self, quantity: Quantity) -> SourceNote {
+        self.quantity = Some(quantity);
+        self
+    }
+
+    fn matches(&self, key: &GroupKey, quantity: &Quantity) -> bool {
+        self.benchmark == key.benchmark
+            && self.device == key.device
+            && self.app == key.app
+            && (self.quantity.is_none() || self.quantity.as_ref() == Some(quantity))
+    }
 }
 
 impl ReportMeta {
@@ -51,6 +94,7 @@ impl ReportMeta {
             seed,
             startup_timeout_s: 60.0,
             startup_reference_s: BTreeMap::new(),
+            sources: Vec::new(),
         }
     }
 }
@@ -230,6 +274,8 @@ pub struct Figure {
     pub reference_workload: Option<String>,
     /// Reference lines for the chart.
     pub references: Vec<Reference>,
+    /// The published figure or table this one reproduces, from [`ReportMeta::sources`].
+    pub source: Option<String>,
 }
 
 impl Figure {
@@ -536,7 +582,6 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
         target: key.target.clone(),
         device: key.device.clone(),
         app: key.app.clone(),
-        quantity,
         title,
         slug: slug(&slug_text),
         workloads,
@@ -544,6 +589,34 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
         cells,
         reference_workload,
         references,
+        source: {
+            let notes: Vec<&str> = meta
+                .sources
+                .iter()
+                .filter(|n| n.matches(key, &quantity))
+                .map(|n| n.text.as_str())
+                .collect();
+            (!notes.is_empty()).then(|| notes.join("; "))
+        },
+        quantity,
+    }
+}
+
+/// Whether `fig` shows one of its benchmark's headline quantities, the ones `bfq suite` prints: start-up time and
+/// the throughput during it; aggregate throughput (throughput, interleaved); drop rate (video); each reader's share
+/// and the largest deviation (fairness); the iozone phases.
+pub fn is_headline(fig: &Figure) -> bool {
+    let extra = |k: &str| matches!(&fig.quantity, Quantity::Extra(x) if x == k);
+    match fig.benchmark.as_str() {
+        "startup" => matches!(fig.quantity, Quantity::StartupTime | Quantity::AggregateThroughput),
+        "throughput" => fig.quantity == Quantity::AggregateThroughput,
+        "video" => extra("drop_rate_pct"),
+        "interleaved" => fig.quantity == Quantity::AggregateThroughput || extra("mean_request_kib"),
+        "fairness" => {
+            matches!(&fig.quantity, Quantity::Extra(x) if x.starts_with("share_") || x == "max_share_error_pct")
+        }
+        "iozone" => false,
+        _ => fig.quantity == Quantity::AggregateThroughput,
     }
 }
 
@@ -569,19 +642,92 @@ pub fn write_all(
         Ok(())
     };
 
-    let mut json = serde_json::to_string_pretty(results).map_err(std::io::Error::other)?;
+    // The deterministic files never hold wall-clock figures: measured policy CPU times go to cpu.json only.
+    let deterministic: Vec<RunResult> = results
+        .iter()
+        .map(|r| RunResult {
+            sched_cpu_ns_per_request: None,
+            ..r.clone()
+        })
+        .collect();
+    let mut json = serde_json::to_string_pretty(&deterministic).map_err(std::io::Error::other)?;
     json.push('\n');
     put("results.json", &json)?;
-    put("results.csv", &csv::runs_csv(results))?;
+    put("results.csv", &csv::runs_csv(&deterministic))?;
     put("summary.csv", &csv::summary_csv(&figs))?;
     put("result_list.txt", &table::result_list(&figs))?;
     put("summary.txt", &table::summary_table(&figs))?;
+    if let Some(cpu) = cpu_json(results) {
+        put(CPU_FILE, &cpu)?;
+    }
+    let iozone = table::iozone_tables(results);
+    if let Some(t) = &iozone {
+        put(IOZONE_FILE, t)?;
+    }
+    let headline: Vec<&Figure> = figs.iter().filter(|f| is_headline(f)).collect();
+    let side = table::side_by_side(&headline);
+    if let Some(t) = &side {
+        put(SIDE_BY_SIDE_FILE, t)?;
+    }
     for fig in &figs {
         put(&format!("{}-table.txt", fig.slug), &table::s_table(fig, meta))?;
         put(&format!("{}.svg", fig.slug), &svg::bar_chart(fig, &palette))?;
     }
-    put("report.html", &html::report_html(&figs, meta, checklist))?;
+    put(
+        "report.html",
+        &html::report_html_with(&figs, meta, checklist, side.as_deref(), iozone.as_deref()),
+    )?;
     Ok(written)
+}
+
+/// File of the measured policy CPU times (written only when some run measured them; not reproducible).
+pub const CPU_FILE: &str = "cpu.json";
+/// File of the headline tables with the targets side by side (written only when the results span several targets).
+pub const SIDE_BY_SIDE_FILE: &str = "targets-side-by-side.txt";
+/// File of the iozone tables in seed 003's layout (written only when there are iozone results).
+pub const IOZONE_FILE: &str = "iozone-tables.txt";
+
+/// One run's measured policy CPU time, as written to [`CPU_FILE`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CpuRecord {
+    /// Benchmark.
+    pub benchmark: String,
+    /// Target.
+    pub target: String,
+    /// Scheduler column label (with tunables).
+    pub scheduler: String,
+    /// Workload.
+    pub workload: String,
+    /// Application, if any.
+    pub app: Option<String>,
+    /// Repetition.
+    pub rep: u32,
+    /// Wall-clock time inside the policy per request, ns.
+    pub sched_cpu_ns_per_request: f64,
+}
+
+/// The [`CPU_FILE`] contents: every run that measured its policy CPU time, or `None` if none did.
+pub fn cpu_json(results: &[RunResult]) -> Option<String> {
+    let records: Vec<CpuRecord> = results
+        .iter()
+        .filter_map(|r| {
+            r.sched_cpu_ns_per_request.map(|ns| CpuRecord {
+                benchmark: r.benchmark.clone(),
+                target: r.target.clone(),
+                scheduler: scheduler_label(r),
+                workload: r.workload.clone(),
+                app: r.app.clone(),
+                rep: r.rep,
+                sched_cpu_ns_per_request: ns,
+            })
+        })
+        .collect();
+    if records.is_empty() {
+        return None;
+    }
+    let mut json = serde_json::to_string_pretty(&records).ok()?;
+    json.push('\n');
+    Some(json)
 }
 
 #[cfg(test)]
@@ -675,6 +821,50 @@ mod tests {
         assert_eq!(figs[1].quantity.name(), "drop rate");
         assert_eq!(figs[1].title, "Drop rate on sim:seagate-hdd (video benchmark)");
         assert_eq!(figs[1].schedulers, ["bfq", "bfq[slice_idle=0]"]);
+    }
+
+    #[test]
+    fn source_notes_label_matching_figures() {
+        let mut meta = ReportMeta::default();
+        meta.sources.push(
+            SourceNote::new("startup", "seagate-hdd", Some("xterm"), "seed 004, figure 2").only(Quantity::StartupTime),
+        );
+        meta.sources
+            .push(SourceNote::new("throughput", "seagate-hdd", None, "seed 004, figure 1"));
+        meta.sources
+            .push(SourceNote::new("throughput", "plextor-ssd", None, "seed 004, figure 7"));
+        let figs = figures(&sample_results(), &meta);
+        assert_eq!(figs[0].source.as_deref(), Some("seed 004, figure 2"));
+        assert_eq!(
+            figs[1].source, None,
+            "throughput during start-up is not the seed's figure"
+        );
+        assert_eq!(figs[2].source.as_deref(), Some("seed 004, figure 1"));
+        let t = table::s_table(&figs[0], &meta);
+        assert_eq!(t.lines().nth(1), Some("# Reproduces: seed 004, figure 2"));
+    }
+
+    #[test]
+    fn cpu_times_stay_out_of_the_deterministic_files() {
+        let mut a = run("iozone", "bfq", "1-thread", 0, 1.0);
+        a.sched_cpu_ns_per_request = Some(123.0);
+        let b = run("iozone", "noop", "1-thread", 0, 1.0);
+        assert!(cpu_json(std::slice::from_ref(&b)).is_none());
+        let dir = std::env::temp_dir().join(format!("bfq-cpu-test-{}", std::process::id()));
+        let files = write_all(&dir, &[a, b], &ReportMeta::default(), &[]).unwrap();
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.contains(&CPU_FILE.to_string()));
+        assert!(names.contains(&IOZONE_FILE.to_string()));
+        let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        assert!(!json.contains("123"), "{json}");
+        let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+        assert!(!csv.contains("123"));
+        let cpu = std::fs::read_to_string(dir.join(CPU_FILE)).unwrap();
+        assert!(cpu.contains("\"sched_cpu_ns_per_request\": 123.0"), "{cpu}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

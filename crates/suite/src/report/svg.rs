@@ -695,6 +695,7 @@ mod tests {
             cells: vec![],
             reference_workload: None,
             references: vec![],
+            source: None,
         };
         let svg = bar_chart(&fig, &Palette::default());
         check_well_formed(&svg).unwrap();

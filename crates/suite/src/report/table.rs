@@ -1,7 +1,8 @@
 //! Text tables: S-compatible `*-table.txt` files, S's `result_list.txt` lines, and a human-readable summary with
 //! confidence intervals.
 
-use super::{Cell, Figure, Quantity, ReportMeta};
+use super::{scheduler_label, Cell, Figure, Quantity, ReportMeta};
+use crate::result::RunResult;
 use crate::stats::CI_FORMULA;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -87,6 +88,9 @@ pub fn reference_text(fig: &Figure, meta: &ReportMeta) -> String {
 pub fn s_table(fig: &Figure, meta: &ReportMeta) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}", fig.title);
+    if let Some(src) = &fig.source {
+        let _ = writeln!(out, "# Reproduces: {src}");
+    }
     let _ = writeln!(out, "# First column: Workload");
     let _ = writeln!(
         out,
@@ -188,6 +192,168 @@ pub fn summary_table(figs: &[Figure]) -> String {
     out
 }
 
+/// The headline figures of several targets side by side: one table per (benchmark, application, quantity), with a
+/// row per (workload, target), the targets of one workload on adjacent rows, and a column per scheduler (the union
+/// over targets, `-` where a target did not run one). `None` when the figures span fewer than two targets.
+pub fn side_by_side(figs: &[&Figure]) -> Option<String> {
+    let targets: BTreeSet<&str> = figs.iter().map(|f| f.target.as_str()).collect();
+    if targets.len() < 2 {
+        return None;
+    }
+    type Key = (String, Option<String>, Quantity);
+    let mut keys: Vec<Key> = Vec::new();
+    for f in figs {
+        let k = (f.benchmark.clone(), f.app.clone(), f.quantity.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut out = String::new();
+    for (benchmark, app, quantity) in keys {
+        let group: Vec<&&Figure> = figs
+            .iter()
+            .filter(|f| f.benchmark == benchmark && f.app == app && f.quantity == quantity)
+            .collect();
+        let mut scheds: Vec<String> = Vec::new();
+        let mut workloads: Vec<String> = Vec::new();
+        for f in &group {
+            for s in &f.schedulers {
+                if !scheds.contains(s) {
+                    scheds.push(s.clone());
+                }
+            }
+            for w in &f.workloads {
+                if !workloads.contains(w) {
+                    workloads.push(w.clone());
+                }
+            }
+        }
+        let what = match (&app, &quantity) {
+            (Some(a), Quantity::StartupTime) => format!("{} of {a}", quantity_with_unit(group[0])),
+            (Some(a), _) => format!("{} during {a} start-up", quantity_with_unit(group[0])),
+            (None, _) => quantity_with_unit(group[0]),
+        };
+        let _ = writeln!(out, "# {benchmark}: {what}, targets side by side");
+        let mut header = vec!["workload".to_string(), "target".to_string()];
+        header.extend(scheds.iter().cloned());
+        let mut rows = vec![header];
+        for w in &workloads {
+            for f in &group {
+                if !f.workloads.contains(w) {
+                    continue;
+                }
+                let mut row = vec![w.clone(), f.target.clone()];
+                for s in &scheds {
+                    row.push(f.cell(w, s).map_or("-".to_string(), cell_text));
+                }
+                rows.push(row);
+            }
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for (i, row) in rows.iter().enumerate() {
+            let cells: Vec<String> = row.iter().zip(&widths).map(|(t, w)| pad(t, *w)).collect();
+            let lead = if i == 0 { "# " } else { "  " };
+            let _ = writeln!(out, "{lead}{}", cells.join("  ").trim_end());
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// iozone's phases: the `extra` key of each and its column title in seed 003's tables.
+pub const IOZONE_PHASES: [(&str, &str); 4] = [
+    ("write_kbps", "write"),
+    ("rewrite_kbps", "re-write"),
+    ("read_kbps", "read"),
+    ("reread_kbps", "re-read"),
+];
+
+/// The iozone results in seed 003's layout: one table per (target, thread count) with a row per scheduler and the
+/// write, re-write, read and re-read throughput in KB/s (average over repetitions). When the runs measured the
+/// policy's CPU time (`--cpu-time`), a last column gives it in ns per request; that column is wall-clock, not
+/// reproducible, and exists only then. `None` when there are no iozone results.
+pub fn iozone_tables(results: &[RunResult]) -> Option<String> {
+    let runs: Vec<&RunResult> = results.iter().filter(|r| r.benchmark == "iozone").collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<(String, String)> = Vec::new();
+    for r in &runs {
+        let key = (r.target.clone(), r.workload.clone());
+        if !groups.contains(&key) {
+            groups.push(key);
+        }
+    }
+    let mut out = String::new();
+    for (target, workload) in &groups {
+        let of_group: Vec<&&RunResult> = runs
+            .iter()
+            .filter(|r| &r.target == target && &r.workload == workload)
+            .collect();
+        let mut scheds: Vec<String> = Vec::new();
+        for r in &of_group {
+            let l = scheduler_label(r);
+            if !scheds.contains(&l) {
+                scheds.push(l);
+            }
+        }
+        let with_cpu = of_group.iter().any(|r| r.sched_cpu_ns_per_request.is_some());
+        let threads = workload.split('-').next().unwrap_or(workload);
+        let _ = writeln!(
+            out,
+            "# iozone -r 512k -i 0 -i 1 -t {threads} on {target}: throughput in KB/s (average over repetitions)"
+        );
+        let mut header = vec!["scheduler".to_string()];
+        header.extend(IOZONE_PHASES.iter().map(|(_, t)| t.to_string()));
+        if with_cpu {
+            header.push("policy CPU [ns/request]".to_string());
+        }
+        let mut rows = vec![header];
+        for sched in &scheds {
+            let mine: Vec<&&&RunResult> = of_group.iter().filter(|r| &scheduler_label(r) == sched).collect();
+            let avg = |f: &dyn Fn(&RunResult) -> Option<f64>| {
+                let v: Vec<f64> = mine.iter().filter_map(|r| f(r)).collect();
+                if v.is_empty() {
+                    "-".to_string()
+                } else {
+                    format_value(v.iter().sum::<f64>() / v.len() as f64)
+                }
+            };
+            let mut row = vec![sched.clone()];
+            for (key, _) in IOZONE_PHASES {
+                row.push(avg(&|r: &RunResult| r.extra.get(key).copied()));
+            }
+            if with_cpu {
+                row.push(avg(&|r: &RunResult| r.sched_cpu_ns_per_request));
+            }
+            rows.push(row);
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        for (i, row) in rows.iter().enumerate() {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (t, w))| {
+                    if c == 0 {
+                        pad(t, *w)
+                    } else {
+                        format!("{}{t}", " ".repeat(w.saturating_sub(t.chars().count())))
+                    }
+                })
+                .collect();
+            let lead = if i == 0 { "# " } else { "  " };
+            let _ = writeln!(out, "{lead}{}", cells.join("  ").trim_end());
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +416,61 @@ mod tests {
         assert!(s.contains(CI_FORMULA));
         assert!(s.contains("X (1/2 timed out)"));
         assert!(s.contains("0.46 ± "));
+    }
+
+    #[test]
+    fn iozone_tables_follow_seed_003_layout() {
+        let mk = |sched: &str, w: f64, cpu: Option<f64>| {
+            let mut r = crate::report::testdata::run("iozone", sched, "10-thread", 0, 1.0);
+            for (i, (k, _)) in IOZONE_PHASES.iter().enumerate() {
+                r.extra.insert(k.to_string(), w + i as f64);
+            }
+            r.sched_cpu_ns_per_request = cpu;
+            r
+        };
+        assert!(iozone_tables(&sample_results()).is_none());
+        let t = iozone_tables(&[mk("cfq", 1000.0, None), mk("noop", 2000.0, None)]).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("-t 10 on sim:seagate-hdd"), "{t}");
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["#", "scheduler", "write", "re-write", "read", "re-read"]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["cfq", "1000.00", "1001.00", "1002.00", "1003.00"]
+        );
+        assert!(!t.contains("CPU"), "no CPU column without measurements");
+        let t = iozone_tables(&[mk("cfq", 1000.0, Some(250.0))]).unwrap();
+        assert!(t.contains("policy CPU [ns/request]") && t.contains(" 250.00"), "{t}");
+    }
+
+    #[test]
+    fn side_by_side_puts_the_targets_of_a_workload_together() {
+        let mut rs = sample_results();
+        for r in sample_results() {
+            rs.push(RunResult {
+                target: "kernel:/mnt/x".into(),
+                device: "loop0".into(),
+                ..r
+            });
+        }
+        let figs = figures(&rs, &ReportMeta::default());
+        let refs: Vec<&Figure> = figs.iter().collect();
+        assert!(side_by_side(&refs[..1]).is_none(), "one target: nothing to compare");
+        let t = side_by_side(&refs).unwrap();
+        let rows: Vec<Vec<&str>> = t
+            .lines()
+            .filter(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows[0][..2], ["0r0w", "sim:seagate-hdd"]);
+        assert_eq!(rows[1][..2], ["0r0w", "kernel:/mnt/x"]);
+        assert_eq!(rows[0][2..], rows[1][2..], "same values in both copies");
+        assert!(
+            t.starts_with("# startup: start-up time [s] of xterm, targets side by side\n"),
+            "{t}"
+        );
     }
 
     #[test]

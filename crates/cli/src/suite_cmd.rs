@@ -1,0 +1,229 @@
+//! `bfq suite <benchmark>`: one benchmark on one or more targets, with the same reports as `bfq reproduce`.
+
+use anyhow::{anyhow, bail, Result};
+use bfq_suite::report::{write_all, ReportMeta};
+use bfq_suite::scenario::Era;
+use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, SuiteConfig};
+use bfq_suite::target::Target;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Shown after `bfq suite --help`.
+const AFTER_HELP: &str = "\
+Benchmarks and their defaults:
+  throughput   aggregate throughput of background readers/writers (MB/s)
+               workloads 1r-seq,10r-seq,10r-rand,5r5w-seq,5r5w-rand; 20 s runs (paper profile: 120 s, 10 reps)
+  startup      cold-cache start-up time of --apps (default xterm; bash, konsole, gnome-terminal, lowriter,
+               oowriter = lowriter, or a profile file) under idle,10r-seq,10r-rand,5r5w-seq,5r5w-rand; X = no start
+               within 60 s; also the aggregate throughput during the test
+  video        frame-drop rate (%) of a 20 s video clip under the same workloads, with S's noise command (15 MiB
+               read bypassing the cache, plus a sync) every 4 s
+  fairness     shares of weighted sequential readers; workloads [WEIGHTS-]ZONE: 1:2:4-outer,1:2:4-inner,
+               1:2:4-mixed; 30 s runs; low_latency=0 where a scheduler has it, as S does
+  interleaved  aggregate throughput of N readers reading one area in interleaved 16 KiB blocks (direct I/O, like
+               a VM's I/O threads); workloads 3r,5r,6r,7r,9r; 5 s warm-up then 30 s
+  iozone       write, re-write, read and re-read KB/s with 1 and 10 threads (workloads 1-thread,10-thread);
+               --file-size per thread (default 6 GiB for 1 thread, 1 GiB each for 10); --cpu-time adds the policy's
+               CPU time per request (written to cpu.json, never to results.json)
+
+Targets: sim:<device preset or TOML file> (a bare preset name means sim), engine:<dir>, kernel:<dir>; give several,
+comma-separated or repeated, to see them side by side in one report.
+
+Examples:
+  bfq suite startup --sched bfq,cfq,noop --apps xterm,oowriter --reps 3
+  bfq suite throughput --target sim:seagate-hdd,plextor-ssd --profile paper
+  bfq suite iozone --target plextor-ssd --sched cfq,deadline,anticipatory,noop --cpu-time";
+
+/// Arguments of `bfq suite`.
+#[derive(clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct SuiteArgs {
+    /// Benchmark: throughput, startup, video, fairness, interleaved or iozone.
+    benchmark: String,
+    /// Where to run: sim:<device preset or TOML file>, engine:<dir> or kernel:<dir>; comma-separated or repeated.
+    #[arg(long, value_name = "TARGET[,TARGET...]", default_value = "sim:seagate-hdd")]
+    target: Vec<String>,
+    /// Schedulers, comma-separated (see `bfq schedulers`).
+    #[arg(long, value_name = "A,B,...", default_value = "bfq,cfq,deadline,noop")]
+    sched: String,
+    /// Workloads, comma-separated (default: the benchmark's, see below).
+    #[arg(long, value_name = "W,...")]
+    workloads: Option<String>,
+    /// Applications for the startup benchmark, comma-separated (default: xterm).
+    #[arg(long, value_name = "APP,...")]
+    apps: Option<String>,
+    /// Repetitions of each measurement, 1..=100 (default: 2 for throughput, startup and video; 10 with --profile
+    /// paper; 1 otherwise). Repetition i uses seed + i.
+    #[arg(long, value_name = "N")]
+    reps: Option<String>,
+    /// Directory for the report, tables, charts, JSON and CSV (default: bfq-results/<benchmark>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Settings era for throughput and startup: paper (SYSTOR'12: 5000 MiB files, one shared 50000 MiB random
+    /// file, no writer cap, no periodic sync) or current (S 3.6).
+    #[arg(long, value_name = "paper|current")]
+    profile: Option<String>,
+    /// Seed of the first repetition.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Worker threads (default: every core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Scheduler tunable as key=value (repeatable); applies to every chosen scheduler that has the key.
+    #[arg(long = "tune", value_name = "KEY=VALUE")]
+    tune: Vec<String>,
+    /// Measured simulated seconds: the throughput run, the video clip, the fairness run or the interleaved
+    /// measurement (not for startup and iozone).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// iozone file size per thread, MiB.
+    #[arg(long, value_name = "MIB")]
+    file_size: Option<u64>,
+    /// Measure the wall-clock CPU time spent inside the policy (throughput, startup, iozone). Written to cpu.json
+    /// and the iozone tables only; results.json stays reproducible.
+    #[arg(long)]
+    cpu_time: bool,
+}
+
+fn list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Turns the arguments into a suite configuration, with one-line errors.
+fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
+    let benchmark = Benchmark::parse(&a.benchmark)?;
+    let mut targets = Vec::new();
+    for t in &a.target {
+        targets.extend(Target::parse_list(t)?);
+    }
+    let reps = match &a.reps {
+        None => None,
+        Some(r) => Some(
+            r.trim()
+                .parse::<u32>()
+                .map_err(|_| anyhow!("--reps '{r}' is not a number: give 1..=100"))?,
+        ),
+    };
+    let duration = match a.duration {
+        None => None,
+        Some(d) if d > 0.0 && d <= 86_400.0 => Some((d * 1e9) as u64),
+        Some(d) => bail!("--duration {d} is out of range: give seconds in (0, 86400]"),
+    };
+    let file_size = match a.file_size {
+        None => None,
+        Some(m) if (1..=1 << 20).contains(&m) => Some(m << 20),
+        Some(m) => bail!("--file-size {m} is out of range: give MiB in 1..=1048576"),
+    };
+    let era = a.profile.as_deref().map(Era::parse).transpose()?;
+    Ok(SuiteConfig {
+        benchmark,
+        targets,
+        schedulers: list(&a.sched),
+        tunables: a.tune.clone(),
+        workloads: a.workloads.as_deref().map(list),
+        apps: a.apps.as_deref().map(list),
+        reps,
+        era,
+        seed: a.seed,
+        duration,
+        file_size,
+        time_policy: a.cpu_time,
+    })
+}
+
+/// The command line to record in the report.
+fn command_line(a: &SuiteArgs, cfg: &SuiteConfig) -> String {
+    let mut c = format!("bfq suite {}", cfg.benchmark.name());
+    let targets: Vec<String> = cfg.targets.iter().map(Target::to_string).collect();
+    c.push_str(&format!(
+        " --target {} --sched {}",
+        targets.join(","),
+        cfg.schedulers.join(",")
+    ));
+    if let Some(w) = &cfg.workloads {
+        c.push_str(&format!(" --workloads {}", w.join(",")));
+    }
+    if let Some(apps) = &cfg.apps {
+        c.push_str(&format!(" --apps {}", apps.join(",")));
+    }
+    if let Some(r) = cfg.reps {
+        c.push_str(&format!(" --reps {r}"));
+    }
+    if let Some(p) = &a.profile {
+        c.push_str(&format!(" --profile {p}"));
+    }
+    for t in &cfg.tunables {
+        c.push_str(&format!(" --tune {t}"));
+    }
+    if let Some(d) = a.duration {
+        c.push_str(&format!(" --duration {d}"));
+    }
+    if let Some(m) = a.file_size {
+        c.push_str(&format!(" --file-size {m}"));
+    }
+    if a.cpu_time {
+        c.push_str(" --cpu-time");
+    }
+    c.push_str(&format!(" --seed {}", cfg.seed));
+    c
+}
+
+/// Runs `bfq suite`.
+pub fn run(a: SuiteArgs) -> Result<()> {
+    let cfg = config(&a)?;
+    let jobs = plan(&cfg)?;
+    let threads = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 0 {
+        bail!("--jobs 0: give at least 1 worker thread");
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bfq-results").join(cfg.benchmark.name()));
+    eprintln!(
+        "{}: {} runs on {} target(s) with {threads} threads",
+        cfg.benchmark.name(),
+        jobs.len(),
+        cfg.targets.len()
+    );
+    let tty = std::io::stderr().is_terminal();
+    let start = std::time::Instant::now();
+    let progress = |done: usize, total: usize| {
+        if tty {
+            let width = 40;
+            let filled = done * width / total.max(1);
+            eprint!(
+                "\r[{}{}] {done}/{total}",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let results = run_jobs(&jobs, threads, &progress);
+    if tty {
+        eprintln!();
+    }
+    let results = results?;
+    let meta = ReportMeta {
+        title: format!("bfq suite: {}", cfg.benchmark.name()),
+        ..ReportMeta::new(command_line(&a, &cfg), cfg.seed)
+    };
+    let files = write_all(&out, &results, &meta, &[])
+        .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;
+    print!("{}", printed_tables(&results, &meta));
+    println!(
+        "{} runs in {:.1} s; {} files in {} (open {})",
+        results.len(),
+        start.elapsed().as_secs_f64(),
+        files.len(),
+        out.display(),
+        out.join("report.html").display()
+    );
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! `bfq suite` from the command line: one-line errors for bad input, and a small run that writes the report.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn bfq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(args)
+        .output()
+        .expect("runs the bfq binary")
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let cases: [(&[&str], &str); 8] = [
+        (&["suite", "bogus"], "unknown benchmark 'bogus'"),
+        (&["suite", "startup", "--sched", "bfq,zzz"], "unknown scheduler 'zzz'"),
+        (&["suite", "throughput", "--workloads", "3x"], "unknown workload"),
+        (&["suite", "startup", "--apps", "emacs"], "unknown application 'emacs'"),
+        (
+            &["suite", "startup", "--target", "sim:floppy"],
+            "unknown device 'floppy'",
+        ),
+        (
+            &["suite", "startup", "--target", "nvme:/x"],
+            "unknown target kind 'nvme'",
+        ),
+        (&["suite", "startup", "--reps", "0"], "--reps 0 is out of range"),
+        (&["suite", "startup", "--reps", "many"], "--reps 'many' is not a number"),
+    ];
+    for (args, want) in cases {
+        let out = bfq(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(err.contains(want), "{args:?}: {err:?} should contain {want:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line: {err:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
+#[test]
+fn unavailable_real_target_is_reported() {
+    let dir = std::env::temp_dir().join(format!("bfq-cli-unavail-{}", std::process::id()));
+    let out = bfq(&[
+        "suite",
+        "throughput",
+        "--target",
+        "sim:seagate-hdd,engine:/mnt/x",
+        "--sched",
+        "noop",
+        "--workloads",
+        "1r-seq",
+        "--duration",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("target engine:/mnt/x is not available in this build"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn small_run_prints_the_table_and_writes_the_report() {
+    let dir: PathBuf = std::env::temp_dir().join(format!("bfq-cli-suite-{}", std::process::id()));
+    let out = bfq(&[
+        "suite",
+        "interleaved",
+        "--sched",
+        "bfq,noop",
+        "--workloads",
+        "3r",
+        "--duration",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("# Workload  bfq noop"), "{stdout}");
+    assert!(stdout.contains("3r-interleaved"), "{stdout}");
+    for f in ["report.html", "results.json", "results.csv", "summary.txt"] {
+        assert!(dir.join(f).exists(), "{f}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn help_lists_the_benchmarks() {
+    let out = bfq(&["suite", "--help"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for b in [
+        "throughput",
+        "startup",
+        "video",
+        "fairness",
+        "interleaved",
+        "iozone",
+        "--profile",
+        "kernel:<dir>",
+    ] {
+        assert!(text.contains(b), "{b} missing from help");
+    }
+}
