@@ -104,9 +104,11 @@ impl HwTag {
         self.max_in_driver = 0;
         self.samples = 0;
     }
-    /// `hw_tag` as the idling rules read it: unknown counts as "no queueing".
+    /// `hw_tag` as the idling rules read it. Before a verdict the kernel's value is −1, which its tests read as
+    /// true: unknown counts as queueing (a device never loaded with more than 3 requests is never sampled, so a
+    /// few sync flows on an SSD must not be idled for one at a time).
     pub fn queueing(&self) -> bool {
-        self.hw_tag == Some(true)
+        self.hw_tag != Some(false)
     }
     /// `nonrot_with_queueing`: non-rotational with queueing, or (before a verdict) just non-rotational.
     pub fn nonrot_with_queueing(&self, rotational: bool) -> bool {

@@ -354,15 +354,20 @@ fn raising_ends_after_120k_sectors() {
 }
 
 // A seeky queue (random 8-sector reads) in a symmetric scenario idles at most BFQ_MIN_TT = 2 ms: the idle
-// timer's horizon is capped once its seek history says SEEKY.
+// timer's horizon is capped once its seek history says SEEKY. Four readers on a one-tag disk load it with more
+// than 3 requests, so BFQ finds it does not queue (hw_tag = false), the case where idling boosts throughput.
 #[test]
 fn seeky_flow_idles_at_most_2ms() {
-    let mut a = Proc::random(1);
-    a.think = 500 * US;
-    let mut b = Proc::random(2);
-    b.think = 500 * US;
-    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![a, b]);
+    let procs: Vec<Proc> = (1..=4)
+        .map(|i| {
+            let mut p = Proc::random(i);
+            p.think = 500 * US;
+            p
+        })
+        .collect();
+    let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, procs);
     sim.run_until(2 * SEC);
+    assert_eq!(sim.b.hw.hw_tag, Some(false), "a one-tag disk does not queue");
     let late: Vec<Time> = sim.waits.iter().filter(|w| w.0 > SEC).map(|w| w.1 - w.0).collect();
     assert!(!late.is_empty(), "the queues do idle");
     assert!(late.iter().all(|&d| d <= 2 * MS), "max idle {:?}", late.iter().max());
@@ -819,4 +824,25 @@ mod robustness {
             prop_assert_eq!(queued, 0);
         }
     }
+}
+
+// Three sync readers with one request each never load an SSD with more than 3 requests, so NCQ detection never
+// gets a sample and hw_tag stays unknown. Unknown counts as queueing (the kernel starts at -1): with equal weights
+// BFQ must not idle for each reader in turn, which would serve the SSD at queue depth 1.
+#[test]
+fn unknown_queueing_on_ssd_does_not_idle() {
+    let procs: Vec<Proc> = (1..=3)
+        .map(|i| {
+            let mut p = Proc::seq(i, u64::from(i) << 24);
+            p.depth = 1;
+            p.size = 32;
+            p.think = 20 * US;
+            p
+        })
+        .collect();
+    let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
+    sim.run_until(2 * SEC);
+    assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
+    assert!(sim.waits.is_empty(), "idled {} times", sim.waits.len());
+    assert_eq!(sim.max_in_dev, 3, "all three readers keep a request in the device");
 }
