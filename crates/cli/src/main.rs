@@ -5,6 +5,8 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod loopdev;
+
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
 #[command(name = "bfq", version, about, long_about = None)]
@@ -24,6 +26,8 @@ enum Cmd {
     Run(RunArgs),
     /// Run the main job: the seeds' reference matrix on the simulator, with report and claims checklist.
     Reproduce(ReproduceArgs),
+    /// Make or remove a loop device for the real targets (needs root).
+    Loopdev(loopdev::LoopdevArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +46,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Schedulers { name } => schedulers(name.as_deref()),
         Cmd::Run(args) => run_one(args),
         Cmd::Reproduce(args) => reproduce(args),
+        Cmd::Loopdev(args) => loopdev::run(args),
     }
 }
 
