@@ -6,9 +6,10 @@
 //! bfq loopdev remove /mnt/bfq
 //! ```
 //!
-//! Settings (environment): `BFQ_REAL_DIR` (required), `BFQ_REAL_SCHEDS` (default `bfq,none`), `BFQ_REAL_WORKLOAD`
+//! Settings (environment): `BFQ_REAL_DIR` (required), `BFQ_REAL_SCHEDS` (default `bfq,none`; a scheduler may carry
+//! tunables after a colon, `bfq:low_latency=0:slice_idle=0`), `BFQ_REAL_WORKLOAD`
 //! (comma-separated, default `10r-seq`), `BFQ_REAL_APP` (`xterm`), `BFQ_REAL_REPS` (5), `BFQ_REAL_WARMUP_S` (15), `BFQ_REAL_FILE_SCALE`
-//! (1.0), `BFQ_REAL_OUT` (a JSON-lines file for every result). The order of the schedulers rotates between
+//! (1.0), `BFQ_REAL_APP_CMD` (a real command timed instead of the profile, e.g. `xterm /bin/true`), `BFQ_REAL_OUT` (a JSON-lines file for every result). The order of the schedulers rotates between
 //! repetitions; the table shows median, min and max over repetitions.
 
 use bfq_sched::SEC;
@@ -47,6 +48,7 @@ fn startup_side_by_side() {
         .map(str::to_string)
         .collect();
     let app = env_or("BFQ_REAL_APP", "xterm");
+    let app_cmd = std::env::var("BFQ_REAL_APP_CMD").ok();
     let reps: u32 = env_or("BFQ_REAL_REPS", "5").parse().expect("BFQ_REAL_REPS");
     let warmup: f64 = env_or("BFQ_REAL_WARMUP_S", "15").parse().expect("BFQ_REAL_WARMUP_S");
     let scale: f64 = env_or("BFQ_REAL_FILE_SCALE", "1.0")
@@ -62,15 +64,22 @@ fn startup_side_by_side() {
         for rep in 0..reps {
             for k in 0..scheds.len() {
                 let i = (k + rep as usize) % scheds.len();
-                let mut sc = RealScenario::new(&dir, &scheds[i], workload);
+                let mut parts = scheds[i].split(':');
+                let name = parts.next().unwrap_or_default();
+                let mut sc = RealScenario::new(&dir, name, workload);
+                sc.tunables = parts.map(str::to_string).collect();
                 sc.app = Some(app.clone());
+                if app_cmd.is_some() {
+                    sc.app = None;
+                    sc.app_cmd = app_cmd.clone();
+                }
                 sc.warmup = (warmup * SEC as f64) as u64;
                 sc.file_scale = scale;
                 sc.rep = rep;
                 sc.seed = 1 + u64::from(rep);
                 let r = run_kernel(&sc).expect("runs");
                 eprintln!(
-                    "{workload} rep {rep} {:<12} start-up {:>8} s  throughput {:>7.1} MB/s (read {:.1}, write {:.1})",
+                    "{workload} rep {rep} {:<20} start-up {:>8} s  throughput {:>7.1} MB/s (read {:.1}, write {:.1})",
                     scheds[i],
                     r.startup_s.map_or("X".to_string(), |s| format!("{s:.3}")),
                     r.throughput_mbps,
@@ -87,11 +96,12 @@ fn startup_side_by_side() {
                 }
             }
         }
+        let label = app_cmd.as_deref().unwrap_or(&app);
         println!(
-            "\n{app} start-up under {workload} on kernel:{dir}, {reps} repetitions, warm-up {warmup} s, file scale {scale}"
+            "\n{label} start-up under {workload} on kernel:{dir}, {reps} repetitions, warm-up {warmup} s, file scale {scale}"
         );
         println!(
-            "{:<12} {:>10} {:>10} {:>10} {:>4} {:>16}",
+            "{:<20} {:>10} {:>10} {:>10} {:>4} {:>16}",
             "scheduler", "median s", "min s", "max s", "X", "median MB/s"
         );
         for (i, s) in scheds.iter().enumerate() {
@@ -100,7 +110,7 @@ fn startup_side_by_side() {
                 .iter()
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
             println!(
-                "{:<12} {:>10.3} {:>10.3} {:>10.3} {:>4} {:>16.1}",
+                "{:<20} {:>10.3} {:>10.3} {:>10.3} {:>4} {:>16.1}",
                 s,
                 median(&mut v),
                 mn,
