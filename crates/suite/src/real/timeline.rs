@@ -155,7 +155,8 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
     let out = match got {
         Ok(()) => {
             let status = waiter.join().ok().and_then(Result::ok);
-            let _ = kill_guard.run(); // reap stragglers of the group, if any
+            // The leader is reaped: its group id may be reused, so it must not be signalled any more.
+            kill_guard.disarm();
             AppEnd {
                 startup_s: Some((end - start) as f64 / 1e9),
                 timed_out: false,
@@ -164,6 +165,7 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
             }
         }
         Err(_) => {
+            // The leader is still running (or a zombie not yet reaped), so the group id is still ours.
             let _ = kill_guard.run();
             let _ = waiter.join();
             AppEnd {
@@ -318,6 +320,23 @@ pub fn run_timeline<B: IoBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_are_timed_and_killed_at_the_deadline() {
+        use crate::real::runner::FixedLatencyBackend;
+        let runner = Runner::new(FixedLatencyBackend { latency_ns: 1 });
+        let ok = run_command_timed(&runner, "true", runner.now() + 10 * SEC).expect("runs");
+        assert!(!ok.timed_out && ok.errors == 0);
+        assert!(ok.startup_s.is_some_and(|s| s > 0.0 && s < 5.0));
+        let failed = run_command_timed(&runner, "exit 3", runner.now() + 10 * SEC).expect("runs");
+        assert_eq!((failed.timed_out, failed.errors), (false, 1));
+        let t0 = std::time::Instant::now();
+        let deadline = runner.now() + SEC / 5;
+        let slow = run_command_timed(&runner, "sleep 30; sleep 30", deadline).expect("runs");
+        assert!(slow.timed_out && slow.startup_s.is_none());
+        assert_eq!(slow.end, deadline);
+        assert!(t0.elapsed() < Duration::from_secs(5), "the command's group was killed");
+    }
 
     #[test]
     fn settings_scale_file_sizes() {
