@@ -11,6 +11,14 @@ use bfq_suite::real::{run_kernel, RealError, RealScenario};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// The tests of this file run one at a time: each drops caches and loads the CPUs, which would disturb the others'
+/// timings.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn root_or_skip(test: &str) -> bool {
     if sys::is_root() {
         true
@@ -68,6 +76,7 @@ fn kernel_target_runs_and_restores_the_scheduler() {
     if !root_or_skip("kernel_target_runs_and_restores_the_scheduler") {
         return;
     }
+    let _serial = serial();
     let d = Device::new("kernel", 256 << 20);
     let dev = d.block();
     // Start from a scheduler that is neither of the ones tested, to see it restored.
@@ -156,6 +165,7 @@ fn refuses_devices_it_did_not_make() {
     if !root_or_skip("refuses_devices_it_did_not_make") {
         return;
     }
+    let _serial = serial();
     // A directory on the machine's own disk.
     let tmp = tempfile::tempdir().expect("tempdir");
     let dev = BlockDev::of_dir(tmp.path()).expect("device");
@@ -196,6 +206,7 @@ fn interrupt_restores_the_scheduler() {
     if !root_or_skip("interrupt_restores_the_scheduler") {
         return;
     }
+    let _serial = serial();
     let d = Device::new("kernel-int", 64 << 20);
     let dev = d.block();
     assert_eq!(current(&dev), "none");

@@ -79,12 +79,19 @@ fn create_and_remove_leave_nothing_behind() {
     let e = loopdev::create(&dir, &opts(64 << 20, FsKind::Ext4)).expect_err("refused");
     assert!(e.to_string().contains("already has"), "{e}");
     std::fs::write(dir.join("some-file"), b"x").expect("writes on the device");
+    // A scheduler left changed on the device is put back before detaching: the free loop node keeps its queue
+    // settings for the next user.
+    let initial = rec.initial_scheduler.clone().expect("recorded");
+    let sched_file = bd.queue().join("scheduler");
+    std::fs::write(&sched_file, "kyber").expect("sets kyber on our device");
 
     let r = loopdev::remove(&dir).expect("removes");
     assert!(r.had_record && r.image_deleted);
     assert_eq!(r.detached, vec![dev]);
     assert_eq!(r.unmounted, vec![dir.clone()]);
     assert_gone(&rec);
+    let after = std::fs::read_to_string(&sched_file).expect("the loop node stays");
+    assert!(after.contains(&format!("[{initial}]")), "{after}");
     assert!(!dir.exists(), "the directory we made is removed");
     // Idempotent.
     let again = loopdev::remove(&dir).expect("removes nothing");

@@ -88,6 +88,10 @@ pub struct LoopRecord {
     pub created_dir: bool,
     /// Creation time, seconds since the Unix epoch.
     pub created_unix_s: u64,
+    /// Scheduler of the loop device when it was attached; restored before detaching, since a detached loop device
+    /// keeps its queue settings for the next user.
+    #[serde(default)]
+    pub initial_scheduler: Option<String>,
 }
 
 const TOOL: &str = "bfq loopdev";
@@ -335,6 +339,7 @@ pub fn create(dir: &Path, opts: &CreateOptions) -> Result<LoopRecord, RealError>
         created_unix_s: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        initial_scheduler: None,
     };
     if rec.image.exists() {
         undo_dir(created_dir, &dir);
@@ -381,11 +386,14 @@ fn build(rec: &mut LoopRecord, opts: &CreateOptions) -> Result<(), RealError> {
         )));
     }
     rec.device = Some(node.clone());
-    save(rec)?;
     let name = node
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    rec.initial_scheduler = std::fs::read_to_string(format!("/sys/block/{name}/queue/scheduler"))
+        .ok()
+        .and_then(|t| super::sched::parse_scheduler_list(&t).1);
+    save(rec)?;
     let dio = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap_or_default();
     if dio.trim() != "1" {
         eprintln!(
@@ -519,8 +527,8 @@ fn umount(path: &Path) -> Result<(), RealError> {
     Ok(())
 }
 
-/// Undoes whatever exists of `rec`: unmounts the file systems of the loop devices backed by its image, detaches
-/// those devices, deletes the image, the `device` link, the directory (if made by `create` and empty) and the
+/// Undoes whatever exists of `rec`: unmounts the file systems of the loop devices backed by its image, puts their
+/// scheduler back to the one they had when attached, detaches those devices, deletes the image, the `device` link, the directory (if made by `create` and empty) and the
 /// record. Safe to repeat.
 fn teardown(rec: &LoopRecord) -> Result<Removed, RealError> {
     let mut done = Removed {
@@ -552,6 +560,10 @@ fn teardown(rec: &LoopRecord) -> Result<Removed, RealError> {
         let _ = std::fs::remove_file(&link);
     }
     for d in &loops {
+        if let Some(initial) = &rec.initial_scheduler {
+            // Best effort: a failure here must not keep the device attached.
+            let _ = std::fs::write(d.queue().join("scheduler"), initial);
+        }
         let node = d.dev_path();
         sys::run_command("losetup", &["-d", &node.to_string_lossy()])?;
         done.detached.push(node);
