@@ -5,6 +5,7 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod loopdev;
 mod record;
 mod suite_cmd;
 
@@ -32,6 +33,8 @@ enum Cmd {
     Record(record::RecordArgs),
     /// Run one benchmark (throughput, startup, video, fairness, interleaved, iozone) on one or more targets.
     Suite(suite_cmd::SuiteArgs),
+    /// Make or remove a loop device for the real targets (needs root).
+    Loopdev(loopdev::LoopdevArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Reproduce(args) => reproduce(args),
         Cmd::Record(args) => record::record(args),
         Cmd::Suite(args) => suite_cmd::run(args),
+        Cmd::Loopdev(args) => loopdev::run(args),
     }
 }
 
