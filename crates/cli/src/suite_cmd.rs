@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail, Result};
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::Era;
-use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, SuiteConfig};
+use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, SuiteConfig};
 use bfq_suite::target::Target;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -83,6 +83,19 @@ pub struct SuiteArgs {
     /// and the iozone tables only; results.json stays reproducible.
     #[arg(long)]
     cpu_time: bool,
+    /// Real targets: allow a device that `bfq loopdev` did not create (its scheduler is restored afterwards).
+    #[arg(long)]
+    allow_device: bool,
+    /// Real targets, startup: time this real command instead of replaying the profile (e.g. 'xterm /bin/true');
+    /// caches are dropped first. Only files under the target directory see the target's scheduler.
+    #[arg(long, value_name = "CMD")]
+    app_cmd: Option<String>,
+    /// Real targets: multiply the background workload's file sizes (e.g. 0.1 on a small loop device).
+    #[arg(long, value_name = "FACTOR")]
+    file_scale: Option<f64>,
+    /// Real targets, startup: background warm-up before the application starts, seconds (default 15).
+    #[arg(long, value_name = "SECONDS")]
+    warmup: Option<f64>,
 }
 
 fn list(text: &str) -> Vec<String> {
@@ -131,6 +144,27 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         duration,
         file_size,
         time_policy: a.cpu_time,
+        real: real_options(a)?,
+    })
+}
+
+/// The options of the real targets, checked.
+fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
+    let file_scale = match a.file_scale {
+        None => 1.0,
+        Some(f) if f > 0.0 && f <= 1.0 => f,
+        Some(f) => bail!("--file-scale {f} is out of range: give a factor in (0, 1]"),
+    };
+    let warmup = match a.warmup {
+        None => None,
+        Some(w) if (0.0..=600.0).contains(&w) => Some((w * 1e9) as u64),
+        Some(w) => bail!("--warmup {w} is out of range: give seconds in [0, 600]"),
+    };
+    Ok(RealOptions {
+        allow_device: a.allow_device,
+        app_cmd: a.app_cmd.clone(),
+        file_scale,
+        warmup,
     })
 }
 
@@ -167,6 +201,18 @@ fn command_line(a: &SuiteArgs, cfg: &SuiteConfig) -> String {
     if a.cpu_time {
         c.push_str(" --cpu-time");
     }
+    if a.allow_device {
+        c.push_str(" --allow-device");
+    }
+    if let Some(cmd) = &a.app_cmd {
+        c.push_str(&format!(" --app-cmd '{cmd}'"));
+    }
+    if let Some(f) = a.file_scale {
+        c.push_str(&format!(" --file-scale {f}"));
+    }
+    if let Some(w) = a.warmup {
+        c.push_str(&format!(" --warmup {w}"));
+    }
     c.push_str(&format!(" --seed {}", cfg.seed));
     c
 }
@@ -181,6 +227,9 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     if threads == 0 {
         bail!("--jobs 0: give at least 1 worker thread");
     }
+    // Real targets measure wall-clock time on a real device: their runs must not overlap each other or anything else.
+    let real = cfg.targets.iter().any(|t| !matches!(t, Target::Sim(_)));
+    let threads = if real { 1 } else { threads };
     let out = a
         .out
         .clone()

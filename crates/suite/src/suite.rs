@@ -198,6 +198,32 @@ pub struct Job {
     pub rep: u32,
     /// Measure the policy's wall-clock CPU time per request (throughput, start-up, iozone); not reproducible.
     pub time_policy: bool,
+    /// Options of the real targets (ignored on the simulator).
+    pub real: RealOptions,
+}
+
+/// Options that only the real targets (`engine:DIR`, `kernel:DIR`) use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealOptions {
+    /// Allow a device that `bfq loopdev` did not create (its scheduler is still restored afterwards).
+    pub allow_device: bool,
+    /// A real command whose start-up is timed instead of replaying the profile (`xterm /bin/true`).
+    pub app_cmd: Option<String>,
+    /// Multiplies the background workload's file sizes (quick runs on small loop devices).
+    pub file_scale: f64,
+    /// Background warm-up before the application starts, ns; `None` for the simulator's 15 s.
+    pub warmup: Option<Time>,
+}
+
+impl Default for RealOptions {
+    fn default() -> Self {
+        RealOptions {
+            allow_device: false,
+            app_cmd: None,
+            file_scale: 1.0,
+            warmup: None,
+        }
+    }
 }
 
 impl Job {
@@ -213,6 +239,7 @@ impl Job {
             seed: 1,
             rep: 0,
             time_policy: false,
+            real: RealOptions::default(),
         }
     }
 
@@ -307,6 +334,8 @@ pub struct SuiteConfig {
     pub file_size: Option<u64>,
     /// Measure policy CPU time (throughput, start-up, iozone).
     pub time_policy: bool,
+    /// Options of the real targets.
+    pub real: RealOptions,
 }
 
 impl SuiteConfig {
@@ -325,6 +354,7 @@ impl SuiteConfig {
             duration: None,
             file_size: None,
             time_policy: false,
+            real: RealOptions::default(),
         }
     }
 }
@@ -423,7 +453,14 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
     if cfg.schedulers.is_empty() {
         return Err(invalid("no scheduler: give --sched, e.g. bfq,cfq,deadline,noop".into()));
     }
+    let real_kernel = cfg.targets.iter().any(|t| matches!(t, Target::Kernel(_)));
     for s in &cfg.schedulers {
+        if real_kernel && crate::target::kernel_scheduler(s).is_none() {
+            return Err(invalid(format!(
+                "scheduler '{s}' does not exist in the kernel: kernel:DIR targets take none (noop), mq-deadline, \
+                 kyber or bfq"
+            )));
+        }
         if bfq_sched::find(s).is_none() {
             return Err(invalid(format!(
                 "unknown scheduler '{s}': choose from {}",
@@ -573,6 +610,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
                             seed: cfg.seed.wrapping_add(u64::from(rep)),
                             rep,
                             time_policy: cfg.time_policy,
+                            real: cfg.real.clone(),
                         });
                     }
                 }

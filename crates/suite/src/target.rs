@@ -5,11 +5,13 @@
 //! simulator device (`seagate-hdd` = `sim:seagate-hdd`). Several targets can be given at once, separated by commas,
 //! and their results land side by side in one report.
 //!
-//! Only simulator targets run in this crate. The real ones plug in at one seam, [`run_real`].
+//! Simulator targets run in the simulator; the real ones go through one seam, [`run_real`]: `kernel:DIR` runs the
+//! same processes on real threads against the kernel's own scheduler (see [`crate::real`]).
 
+use crate::real::RealScenario;
 use crate::result::RunResult;
 use crate::scenario::ScenarioError;
-use crate::suite::Job;
+use crate::suite::{Job, Work};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -125,10 +127,61 @@ impl FromStr for Target {
 /// [`Job`] says what to run (scheduler, tunables, benchmark and its parameters, seed, repetition); the result must
 /// carry `target` = `target.to_string()`.
 ///
-/// In this build no real runner is wired in, so every real target is reported as unavailable.
+/// `kernel:DIR` runs throughput and start-up through [`crate::real::run_kernel`]; the engine target is reported
+/// as unavailable until the engine is wired in.
 pub fn run_real(target: &Target, job: &Job) -> Result<RunResult, ScenarioError> {
-    let _ = job;
-    Err(ScenarioError::Unavailable {
-        target: target.to_string(),
-    })
+    let dir = match target {
+        Target::Kernel(dir) => dir,
+        Target::Engine(_) | Target::Sim(_) => {
+            return Err(ScenarioError::Unavailable {
+                target: target.to_string(),
+            })
+        }
+    };
+    let (workload, app) = match &job.work {
+        Work::Throughput { workload } => (workload.clone(), None),
+        Work::Startup { workload, app } => (workload.clone(), Some(app.clone())),
+        other => {
+            return Err(ScenarioError::Invalid(format!(
+                "the {} benchmark runs on sim:<device> targets only; real targets run throughput and startup",
+                other.benchmark().name()
+            )))
+        }
+    };
+    let sched = kernel_scheduler(&job.scheduler).ok_or_else(|| {
+        ScenarioError::Invalid(format!(
+            "scheduler '{}' does not exist in the kernel: use none (noop), mq-deadline, kyber or bfq",
+            job.scheduler
+        ))
+    })?;
+    let mut sc = RealScenario::new(dir.clone(), sched, &workload);
+    sc.tunables = job.tunables.clone();
+    sc.app = app;
+    sc.app_cmd = job.real.app_cmd.clone().filter(|_| sc.app.is_some());
+    sc.era = job.era;
+    sc.duration = job.duration.unwrap_or(sc.duration);
+    if let Some(w) = job.real.warmup {
+        sc.warmup = w;
+    }
+    sc.seed = job.seed;
+    sc.rep = job.rep;
+    sc.allow_device = job.real.allow_device;
+    sc.file_scale = job.real.file_scale;
+    let mut r = crate::real::run_kernel(&sc).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+    // Report the scheduler under the name the user gave, so that it lines up with the simulator's column.
+    r.scheduler = job.scheduler.clone();
+    r.target = target.to_string();
+    Ok(r)
+}
+
+/// The kernel's name for scheduler `name`: `none` for noop (blk-mq has no noop), the same for mq-deadline, kyber
+/// and bfq; `None` for schedulers the kernel no longer has (cfq, deadline, anticipatory).
+pub fn kernel_scheduler(name: &str) -> Option<&'static str> {
+    match name {
+        "none" | "noop" => Some("none"),
+        "mq-deadline" => Some("mq-deadline"),
+        "kyber" => Some("kyber"),
+        "bfq" => Some("bfq"),
+        _ => None,
+    }
 }

@@ -245,3 +245,30 @@ fn jobs_can_be_built_by_hand() {
     assert_eq!(r.workload, "2r-interleaved");
     assert_eq!(r.scheduler, "deadline");
 }
+
+#[test]
+fn kernel_targets_take_kernel_schedulers_and_refuse_foreign_devices() {
+    let kernel = Target::Kernel(std::env::temp_dir());
+    // cfq, deadline and anticipatory are gone from the kernel: refused while planning, before anything runs.
+    let mut cfg = small(Benchmark::Throughput, &["cfq"], &["1r-seq"]);
+    cfg.targets = vec![kernel.clone()];
+    let e = plan(&cfg).unwrap_err().to_string();
+    assert!(e.contains("'cfq' does not exist in the kernel"), "{e}");
+    // The temporary directory is not on a device `bfq loopdev` made: the run is refused (or, without root, it
+    // says root is needed), never touching the machine's disk.
+    let mut cfg = small(Benchmark::Throughput, &["none"], &["1r-seq"]);
+    cfg.targets = vec![kernel.clone()];
+    cfg.duration = Some(SEC);
+    let e = run_jobs(&plan(&cfg).unwrap(), 1, &|_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("bfq loopdev") || e.contains("root"), "{e}");
+    // Benchmarks other than throughput and startup are simulator-only.
+    let job = Job::new(
+        kernel,
+        "bfq",
+        Work::Video {
+            workload: "idle".into(),
+        },
+    );
+    let e = job.run().unwrap_err().to_string();
+    assert!(e.contains("sim:<device> targets only"), "{e}");
+}
