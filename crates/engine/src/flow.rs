@@ -7,6 +7,7 @@ use crate::FileRef;
 use bfq_sched::{Direction, FlowId};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Largest single request, in bytes (what one Linux read or write transfers at most, rounded down to 1 MiB).
@@ -100,7 +101,13 @@ impl Flow {
     /// Waits for the result of the one blocking request in flight. The reactor always delivers one: a request
     /// accepted before shutdown completes, and a failing reactor fails what it holds.
     fn wait_sync(&self) -> Result<usize, EngineError> {
+        let seen = self.me.delivered.load(Ordering::Acquire);
         let mut st = lock(&self.me.state);
+        if st.sync.is_none() {
+            drop(st);
+            self.me.spin_for_delivery(seen);
+            st = lock(&self.me.state);
+        }
         loop {
             if let Some(r) = st.sync.take() {
                 return r;
@@ -199,7 +206,13 @@ impl Flow {
         }
         let mut ready = self.ready.borrow_mut();
         if ready.is_empty() {
+            let seen = self.me.delivered.load(Ordering::Acquire);
             let mut st = lock(&self.me.state);
+            if st.done.is_empty() {
+                drop(st);
+                self.me.spin_for_delivery(seen);
+                st = lock(&self.me.state);
+            }
             while st.done.is_empty() {
                 st.waiting = true;
                 st = self.me.cv.wait(st).unwrap_or_else(|e| e.into_inner());

@@ -72,6 +72,8 @@ use std::thread::JoinHandle;
 
 /// Default [`EngineConfig::tag_limit`]: requests at the device at once.
 pub const DEFAULT_TAG_LIMIT: u32 = 32;
+/// Default [`EngineConfig::spin_us`], in microseconds.
+pub const DEFAULT_SPIN_US: u32 = 0;
 /// Default [`EngineConfig::ring_entries`]: submission queue entries of the io_uring instance.
 pub const DEFAULT_RING_ENTRIES: u32 = 256;
 
@@ -85,6 +87,11 @@ pub struct EngineConfig {
     /// What the policy is told about the device; its `nr_requests` is also the number of scheduler tags: requests
     /// beyond it (or beyond the policy's `depth_limit`) wait in the engine before being inserted.
     pub device: DeviceInfo,
+    /// How long (microseconds) a client waiting for a result, and the reactor expecting a client's next request
+    /// right after handing it a result, poll before blocking; 0 (the default) always blocks at once. Polling can
+    /// save a thread wake-up per round trip on an otherwise idle machine, but on a machine whose cores are busy
+    /// it steals the CPU the other side needs and costs throughput (measured in docs/ENGINE.md).
+    pub spin_us: u32,
 }
 
 impl Default for EngineConfig {
@@ -93,6 +100,7 @@ impl Default for EngineConfig {
             tag_limit: DEFAULT_TAG_LIMIT,
             ring_entries: DEFAULT_RING_ENTRIES,
             device: DeviceInfo::ssd(),
+            spin_us: DEFAULT_SPIN_US,
         }
     }
 }
@@ -209,6 +217,8 @@ pub struct EngineStats {
     pub policy_ns: u64,
     /// Times the reactor blocked in the kernel waiting for an event.
     pub reactor_sleeps: u64,
+    /// Times a client woke the sleeping reactor to hand it a request (eventfd writes).
+    pub reactor_kicks: u64,
     /// Idle timers armed for the policy's `WaitUntil`.
     pub timers_armed: u64,
     /// Idle timers that expired.
@@ -249,6 +259,8 @@ impl Engine {
             next_flow: AtomicU32::new(1),
             engine_id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             stats: Mutex::new(EngineStats::default()),
+            kicks: AtomicU64::new(0),
+            spin_ns: u64::from(cfg.spin_us) * 1000,
         });
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let sh = Arc::clone(&shared);
@@ -321,7 +333,7 @@ impl Engine {
         if let Some(w) = opts.weight {
             info = info.with_weight(w);
         }
-        let fs = Arc::new(FlowShared::default());
+        let fs = Arc::new(FlowShared::new(self.shared.spin_ns));
         self.shared.send(Cmd::FlowStart {
             info,
             shared: Arc::clone(&fs),

@@ -8,7 +8,7 @@ use crate::EngineStats;
 use bfq_sched::{Direction, FlowId, FlowInfo};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -80,6 +80,10 @@ pub(crate) struct Shared {
     pub engine_id: u64,
     /// Last published counters.
     pub stats: Mutex<EngineStats>,
+    /// Wake-ups of the reactor by clients (eventfd writes).
+    pub kicks: AtomicU64,
+    /// How long clients and the reactor poll for each other before blocking, in nanoseconds.
+    pub spin_ns: u64,
 }
 
 impl Shared {
@@ -97,6 +101,7 @@ impl Shared {
         // see it asleep.
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
+            self.kicks.fetch_add(1, Ordering::Relaxed);
             self.kick();
         }
         Ok(())
@@ -146,8 +151,41 @@ pub(crate) struct FlowState {
 }
 
 /// A flow's completion queue, shared between its client and the reactor.
-#[derive(Default)]
 pub(crate) struct FlowShared {
     pub state: Mutex<FlowState>,
     pub cv: Condvar,
+    /// Results delivered so far; a client polls it briefly before blocking.
+    pub delivered: AtomicU64,
+    /// How long a client polls for a result before blocking, in nanoseconds.
+    pub spin_ns: u64,
+}
+
+impl FlowShared {
+    pub fn new(spin_ns: u64) -> FlowShared {
+        FlowShared {
+            state: Mutex::new(FlowState::default()),
+            cv: Condvar::new(),
+            delivered: AtomicU64::new(0),
+            spin_ns,
+        }
+    }
+
+    /// Polls for up to `spin_ns` for a delivery after `seen`. True if one came.
+    pub fn spin_for_delivery(&self, seen: u64) -> bool {
+        if self.spin_ns == 0 {
+            return false;
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            for _ in 0..64 {
+                if self.delivered.load(Ordering::Acquire) != seen {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if t0.elapsed().as_nanos() as u64 >= self.spin_ns {
+                return false;
+            }
+        }
+    }
 }
