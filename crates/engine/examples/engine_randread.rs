@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let c = flow.wait()?;
         c.result?;
         ops += 1;
-        if ops % 32 == 0 {
+        if ops.is_multiple_of(32) {
             now = Instant::now();
         }
         if now < end {

@@ -121,7 +121,10 @@ fn fio(dev: &str, job: Job, runtime: u64) -> Res<(Run, String)> {
         "--output-format=json".into(),
     ];
     let cmd = format!("fio {}", args.join(" "));
-    let out = Command::new("fio").args(&args).output().map_err(|e| format!("fio: {e}"))?;
+    let out = Command::new("fio")
+        .args(&args)
+        .output()
+        .map_err(|e| format!("fio: {e}"))?;
     if !out.status.success() {
         return Err(format!("{cmd}: {}", String::from_utf8_lossy(&out.stderr)));
     }
@@ -169,11 +172,12 @@ fn engine_run(dev: &Path, job: Job, runtime: u64) -> Res<Run> {
         ops += 1;
         bytes += n as u64;
         // Reading the clock every 32 completions is plenty at these rates.
-        if ops % 32 == 0 {
+        if ops.is_multiple_of(32) {
             now = Instant::now();
         }
         if now < end && !STOP.load(Ordering::SeqCst) {
-            flow.submit_read(file, next(&mut rng), c.buf, 0).map_err(|e| e.to_string())?;
+            flow.submit_read(file, next(&mut rng), c.buf, 0)
+                .map_err(|e| e.to_string())?;
         }
     }
     let secs = t0.elapsed().as_secs_f64();
@@ -214,7 +218,11 @@ fn real_main() -> Res<()> {
     let runtime = arg(&args, "--runtime", 10)?;
     let reps = arg(&args, "--reps", 3)?.max(1);
     // `--job randread` or `--job read` runs one job only (for profiling).
-    let only_job = args.iter().position(|a| a == "--job").and_then(|i| args.get(i + 1)).cloned();
+    let only_job = args
+        .iter()
+        .position(|a| a == "--job")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
         return Err("needs root (losetup and the loop device's sysfs scheduler); run with sudo".into());
@@ -282,7 +290,11 @@ fn real_main() -> Res<()> {
             }
         }
     }
-    println!("kernel {}, {} MiB file on {dev} (direct-io, scheduler none), {reps} repetitions of {runtime} s, medians:", kernel.trim(), size_mib);
+    println!(
+        "kernel {}, {} MiB file on {dev} (direct-io, scheduler none), {reps} repetitions of {runtime} s, medians:",
+        kernel.trim(),
+        size_mib
+    );
     println!();
     println!("| job | fio IOPS | engine (noop) IOPS | fio MiB/s | engine MiB/s | engine / fio |");
     println!("|---|---:|---:|---:|---:|---:|");

@@ -84,9 +84,10 @@ pub enum EngineError {
     /// [`Flow::wait`](crate::Flow::wait) was called with no asynchronous request outstanding on the flow.
     #[error("wait() called with no asynchronous request in flight on this flow")]
     NothingInFlight,
-    /// The scheduling policy panicked; the engine failed the requests it held and stopped.
-    #[error("the scheduling policy panicked: {0}")]
-    PolicyPanicked(String),
+    /// The scheduling policy panicked or stalled (held requests without dispatching any while the device was
+    /// idle and no timer was set); the engine failed the requests it held and stopped accepting new ones.
+    #[error("the scheduling policy failed: {0}")]
+    PolicyFailed(String),
     /// The reactor lost its io_uring instance (an unexpected kernel error).
     #[error("io_uring failed: {0}")]
     Ring(#[source] io::Error),

@@ -69,21 +69,21 @@ impl Flow {
         }
         let align = file.logical_block_size;
         let a = u64::from(align);
-        if offset % a != 0 {
+        if !offset.is_multiple_of(a) {
             return Err(EngineError::Misaligned {
                 what: "offset",
                 value: offset,
                 align,
             });
         }
-        if len as u64 % a != 0 {
+        if !(len as u64).is_multiple_of(a) {
             return Err(EngineError::Misaligned {
                 what: "length",
                 value: len as u64,
                 align,
             });
         }
-        if addr as u64 % a != 0 {
+        if !(addr as u64).is_multiple_of(a) {
             return Err(EngineError::Misaligned {
                 what: "buffer address",
                 value: addr as u64,

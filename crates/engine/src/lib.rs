@@ -361,7 +361,7 @@ impl Engine {
         match handle {
             Some(h) => h
                 .join()
-                .map_err(|_| EngineError::PolicyPanicked("the reactor thread panicked".into())),
+                .map_err(|_| EngineError::PolicyFailed("the reactor thread panicked".into())),
             None => Ok(self.stats()),
         }
     }

@@ -291,7 +291,11 @@ impl Reactor {
                 Ok(Ok(true)) => continue,
                 Ok(Ok(false)) => break,
                 Ok(Err(e)) => self.poison(e.to_string()),
-                Err(p) => self.poison(format!("{} (in {})", panic_message(&*p), self.driver.policy().name())),
+                Err(p) => self.poison(format!(
+                    "{} panicked: {}",
+                    self.driver.policy().name(),
+                    panic_message(&*p)
+                )),
             }
         }
         self.finish();
@@ -310,7 +314,7 @@ impl Reactor {
         }
         self.notify();
         self.iterations = self.iterations.wrapping_add(1);
-        if self.iterations % STATS_EVERY == 0 {
+        if self.iterations.is_multiple_of(STATS_EVERY) {
             self.publish();
         }
         if closed && self.live_ops == 0 {
@@ -440,7 +444,7 @@ impl Reactor {
             Cmd::Fsync { flow, file } => {
                 let idx = self.alloc_op(OpKind::Fsync, flow, file, 0, 0, std::ptr::null_mut(), None, 0);
                 if let Some(msg) = &self.poisoned {
-                    let e = EngineError::PolicyPanicked(msg.clone());
+                    let e = EngineError::PolicyFailed(msg.clone());
                     self.fail_op(idx, e);
                     return;
                 }
@@ -544,7 +548,7 @@ impl Reactor {
         let idx = self.alloc_op(kind, flow, file, offset, len, ptr, buf, tag);
         self.stats.submitted += 1;
         if let Some(msg) = &self.poisoned {
-            let e = EngineError::PolicyPanicked(msg.clone());
+            let e = EngineError::PolicyFailed(msg.clone());
             self.fail_op(idx, e);
         } else if (file as usize) >= self.files.len() {
             self.fail_op(idx, EngineError::ForeignFile);
@@ -883,7 +887,7 @@ impl Reactor {
             let st = self.ops[idx as usize].state;
             let is_rw = self.ops[idx as usize].kind != OpKind::Fsync;
             if is_rw && (st == OpState::Pending || st == OpState::Queued) {
-                self.fail_op(idx, EngineError::PolicyPanicked(msg.clone()));
+                self.fail_op(idx, EngineError::PolicyFailed(msg.clone()));
             }
         }
         self.arm_timer(None);
@@ -969,7 +973,7 @@ impl Reactor {
         for idx in 0..self.ops.len() as u32 {
             let st = self.ops[idx as usize].state;
             if st == OpState::Pending || st == OpState::Queued {
-                self.fail_op(idx, EngineError::PolicyPanicked(msg.clone()));
+                self.fail_op(idx, EngineError::PolicyFailed(msg.clone()));
             }
         }
         self.notify();
@@ -987,6 +991,12 @@ impl Reactor {
             }
         }
         self.notify();
+        // Release the registered files now: the kernel frees a closed ring's resources asynchronously, which
+        // would keep the files (and their file system) busy for a moment after shutdown returns.
+        if self.fixed_capacity > 0 {
+            let _ = self.ring.submitter().unregister_files();
+        }
+        self.files.clear();
         self.publish();
     }
 }

@@ -129,7 +129,14 @@ impl Mount {
 impl Drop for Mount {
     fn drop(&mut self) {
         if let Some(d) = self.dir.to_str() {
-            let _ = run("umount", &[d]);
+            // Retry for a while if something still holds the file system.
+            for _ in 0..50 {
+                if run("umount", &[d]).is_ok() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            eprintln!("could not unmount {d}");
         }
     }
 }
