@@ -43,10 +43,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(flow);
     let st = engine.shutdown()?;
     println!(
-        "{:.0} IOPS; reactor sleeps/request {:.3}; kicks/request {:.3}; policy ns/request {:.0}",
+        "{:.0} IOPS; reactor sleeps/request {:.3}; kicks/request {:.3}; client wakeups/request {:.3}; policy ns/request {:.0}",
         ops as f64 / el,
         st.reactor_sleeps as f64 / ops as f64,
         st.reactor_kicks as f64 / ops as f64,
+        st.client_wakeups as f64 / ops as f64,
         st.policy_ns as f64 / ops as f64
     );
     Ok(())

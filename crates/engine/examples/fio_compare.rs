@@ -3,7 +3,8 @@
 //! As root: creates a fully written file in /var/tmp, attaches it with `losetup --direct-io=on`, sets that loop
 //! device's scheduler to `none`, then runs, interleaved (the order alternating between repetitions), fio and the
 //! engine on two jobs: 4 KiB O_DIRECT random reads at queue depth 32, and 1 MiB sequential reads at queue depth 8,
-//! each time-based. It prints every run, the medians and the engine/fio ratios, then detaches the loop device and
+//! each time-based. Before each pair of runs it reads the whole device once (`dd iflag=direct`), so that both runs
+//! of a pair start from the same cache state below the loop device. It prints every run, the medians and the engine/fio ratios, then detaches the loop device and
 //! deletes the file, also on error or Ctrl-C.
 //!
 //! ```text
@@ -39,6 +40,15 @@ struct LoopGuard(String);
 impl Drop for LoopGuard {
     fn drop(&mut self) {
         let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        // Detaching completes asynchronously; wait (a little) until the device has let go of its file.
+        let backing = format!("/sys/block/{}/loop/backing_file", self.0.trim_start_matches("/dev/"));
+        for _ in 0..50 {
+            if !Path::new(&backing).exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("warning: {} still attached after losetup -d", self.0);
     }
 }
 
@@ -136,6 +146,24 @@ fn fio(dev: &str, job: Job, runtime: u64) -> Res<(Run, String)> {
     let iops = read["iops"].as_f64().ok_or("no read.iops in fio output")?;
     let bw = read["bw_bytes"].as_f64().ok_or("no read.bw_bytes in fio output")?;
     Ok((Run { iops, bw }, cmd))
+}
+
+fn warm(dev: &str) -> Res<()> {
+    let out = Command::new("dd")
+        .args([
+            &format!("if={dev}"),
+            "of=/dev/null",
+            "bs=1M",
+            "iflag=direct",
+            "status=none",
+        ])
+        .output()
+        .map_err(|e| format!("dd: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("dd: {}", String::from_utf8_lossy(&out.stderr)))
+    }
 }
 
 fn engine_run(dev: &Path, job: Job, runtime: u64) -> Res<Run> {
@@ -266,6 +294,9 @@ fn real_main() -> Res<()> {
                 continue;
             }
             let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+            // Read the whole device once first, so that both runs of the pair find the same caches below the
+            // loop device (the host's, on a virtual machine) in the same state.
+            warm(&dev)?;
             for who in order {
                 if STOP.load(Ordering::SeqCst) {
                     return Err("interrupted".into());
@@ -296,8 +327,8 @@ fn real_main() -> Res<()> {
         size_mib
     );
     println!();
-    println!("| job | fio IOPS | engine (noop) IOPS | fio MiB/s | engine MiB/s | engine / fio |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| job | fio IOPS | engine (noop) IOPS | fio MiB/s | engine MiB/s | engine / fio (medians) | median of paired ratios |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (j, job) in JOBS.iter().enumerate() {
         if results[j][0].is_empty() {
             continue;
@@ -306,15 +337,19 @@ fn real_main() -> Res<()> {
         let mut ei: Vec<f64> = results[j][1].iter().map(|r| r.iops).collect();
         let mut fb: Vec<f64> = results[j][0].iter().map(|r| r.bw).collect();
         let mut eb: Vec<f64> = results[j][1].iter().map(|r| r.bw).collect();
+        // Each repetition's engine run against the fio run beside it.
+        let mut paired: Vec<f64> = fi.iter().zip(&ei).map(|(f, e)| e / f).collect();
+        let paired = median(&mut paired);
         let (fi, ei, fb, eb) = (median(&mut fi), median(&mut ei), median(&mut fb), median(&mut eb));
         println!(
-            "| {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1}% |",
+            "| {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1}% | {:.1}% |",
             job.name,
             fi,
             ei,
             fb / (1 << 20) as f64,
             eb / (1 << 20) as f64,
-            100.0 * ei / fi
+            100.0 * ei / fi,
+            100.0 * paired
         );
     }
     println!();

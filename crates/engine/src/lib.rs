@@ -217,6 +217,8 @@ pub struct EngineStats {
     pub policy_ns: u64,
     /// Times the reactor blocked in the kernel waiting for an event.
     pub reactor_sleeps: u64,
+    /// Times the reactor woke a client blocked waiting for a result.
+    pub client_wakeups: u64,
     /// Times a client woke the sleeping reactor to hand it a request (eventfd writes).
     pub reactor_kicks: u64,
     /// Idle timers armed for the policy's `WaitUntil`.
@@ -376,5 +378,30 @@ impl Drop for Engine {
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").field("id", &self.shared.engine_id).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+
+    #[test]
+    fn thread_safety_of_the_public_types() {
+        send_sync::<Engine>();
+        send::<Flow>();
+        send_sync::<FileRef>();
+        send_sync::<AlignedBuf>();
+        send::<Completion>();
+        send_sync::<EngineError>();
+    }
+
+    #[test]
+    fn flow_options_builders() {
+        let o = FlowOptions::named("x").class(IoClass::Rt, 1).weight(300).group(2);
+        assert_eq!((o.class, o.prio, o.weight, o.group), (IoClass::Rt, 1, Some(300), 2));
+        assert_eq!(EngineConfig::default().tag_limit, DEFAULT_TAG_LIMIT);
     }
 }

@@ -868,6 +868,7 @@ impl Reactor {
         for id in self.to_notify.drain(..) {
             if let Some(Some(fs)) = self.flows.get(id as usize) {
                 fs.cv.notify_one();
+                self.stats.client_wakeups += 1;
             }
         }
     }
