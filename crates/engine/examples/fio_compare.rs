@@ -288,6 +288,7 @@ fn real_main() -> Res<()> {
 
     let mut results: Vec<[Vec<Run>; 2]> = vec![[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
     let mut cmds = Vec::new();
+    let mut log = Vec::new();
     for r in 0..reps {
         for (j, job) in JOBS.iter().enumerate() {
             if only_job.as_deref().is_some_and(|o| !job.name.starts_with(o)) {
@@ -310,22 +311,32 @@ fn real_main() -> Res<()> {
                 } else {
                     engine_run(Path::new(&dev), *job, runtime)?
                 };
-                eprintln!(
+                let line = format!(
                     "rep {r} {:<18} {:<6} {:>10.0} IOPS {:>8.1} MiB/s",
                     job.name,
                     ["fio", "engine"][who],
                     run.iops,
                     run.bw / (1 << 20) as f64
                 );
+                eprintln!("{line}");
+                log.push(line);
                 results[j][who].push(run);
             }
         }
     }
+    let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "kernel {}, {} MiB file on {dev} (direct-io, scheduler none), {reps} repetitions of {runtime} s, medians:",
+        "kernel {}, {} CPUs, load average at the end {}; {} MiB file on {dev} (direct-io, scheduler none); \
+         {reps} repetitions of {runtime} s, interleaved; engine: noop, one flow, tag limit 32",
         kernel.trim(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
         size_mib
     );
+    println!();
+    for line in &log {
+        println!("    {line}");
+    }
     println!();
     println!("| job | fio IOPS | engine (noop) IOPS | fio MiB/s | engine MiB/s | engine / fio (medians) | median of paired ratios |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
