@@ -323,6 +323,7 @@ fn shutdown_drains_requests_in_flight_and_later_use_fails() {
     )
     .unwrap();
     let file = engine.open(&path, false).unwrap();
+    let t_submit = Instant::now();
     let flows: Vec<_> = (0..4)
         .map(|i| engine.flow(FlowOptions::named(format!("f{i}"))).unwrap())
         .collect();

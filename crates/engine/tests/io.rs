@@ -267,3 +267,130 @@ fn wait_until_is_served_by_an_io_uring_timer() {
     let stats = engine.shutdown().unwrap();
     assert!(stats.timers_armed >= 3 && stats.timers_fired >= 3, "{stats:?}");
 }
+
+/// Lets at most `limit` writes hold scheduler tags, and records the most it ever held.
+struct WriteLimiter {
+    inner: Box<dyn Scheduler>,
+    limit: u32,
+    writes_held: Arc<Mutex<(u32, u32)>>,
+}
+
+impl Scheduler for WriteLimiter {
+    fn name(&self) -> &'static str {
+        "write-limiter"
+    }
+    fn flow_started(&mut self, f: &FlowInfo, now: Time) {
+        self.inner.flow_started(f, now)
+    }
+    fn flow_exited(&mut self, f: FlowId, now: Time) {
+        self.inner.flow_exited(f, now)
+    }
+    fn insert(&mut self, rq: Request, now: Time) {
+        if rq.dir == Direction::Write {
+            let mut h = self.writes_held.lock().unwrap();
+            h.0 += 1;
+            h.1 = h.1.max(h.0);
+        }
+        self.inner.insert(rq, now)
+    }
+    fn dispatch(&mut self, now: Time) -> Decision {
+        self.inner.dispatch(now)
+    }
+    fn completed(&mut self, rq: &Request, now: Time) {
+        if rq.dir == Direction::Write {
+            self.writes_held.lock().unwrap().0 -= rq.parts() as u32;
+        }
+        self.inner.completed(rq, now)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn depth_limit(&self, dir: Direction, _sync: bool, nr: u32) -> u32 {
+        match dir {
+            Direction::Write => self.limit,
+            Direction::Read => nr,
+        }
+    }
+}
+
+#[test]
+fn the_policy_depth_limit_bounds_inserted_writes() {
+    let dir = TempDir::new("depth");
+    let path = dir.path().join("data");
+    pattern_file(&path, 1 << 20);
+    let held = Arc::new(Mutex::new((0, 0)));
+    let inner = bfq_sched::build::<&str>("noop", &DeviceInfo::ssd(), &[]).unwrap();
+    let engine = Engine::start(
+        Box::new(WriteLimiter {
+            inner,
+            limit: 2,
+            writes_held: Arc::clone(&held),
+        }),
+        cfg(),
+    )
+    .unwrap();
+    let file = engine.open(&path, true).unwrap();
+    let w = engine.flow(FlowOptions::named("w")).unwrap();
+    let r = engine.flow(FlowOptions::named("r")).unwrap();
+    for i in 0..40u64 {
+        // Far apart, so that nothing merges.
+        w.submit_write(file, i * 8192, AlignedBuf::new(4096), i).unwrap();
+        r.submit_read(file, i * 8192 + 4096, AlignedBuf::new(4096), i).unwrap();
+    }
+    for _ in 0..40 {
+        w.wait().unwrap().result.unwrap();
+        r.wait().unwrap().result.unwrap();
+    }
+    drop((w, r));
+    engine.shutdown().unwrap();
+    let (now_held, max_held) = *held.lock().unwrap();
+    assert_eq!(now_held, 0);
+    assert!(max_held <= 2 && max_held >= 1, "writes held at once: {max_held}");
+}
+
+#[test]
+fn files_get_disjoint_sector_ranges_and_reopening_keeps_the_base() {
+    let dir = TempDir::new("bases");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    pattern_file(&a, 1 << 20);
+    pattern_file(&b, 1 << 20);
+    let engine = Engine::start_named::<&str>("noop", &[], cfg()).unwrap();
+    let fa = engine.open(&a, false).unwrap();
+    let fb = engine.open(&b, false).unwrap();
+    let fa2 = engine.open(&a, true).unwrap();
+    assert_eq!(fa.sector_base(), 0);
+    assert!(fb.sector_base() >= (1 << 20) / 512, "b starts after a");
+    assert_eq!(fa2.sector_base(), fa.sector_base());
+    assert!(fa2.writable() && !fa.writable());
+    // Requests on two files at the same offsets are never merged into one I/O: each reads its own file.
+    let flow = engine.flow(FlowOptions::named("r")).unwrap();
+    for (i, f) in [fa, fb, fa2].into_iter().enumerate() {
+        flow.submit_read(f, 8192, AlignedBuf::new(4096), i as u64).unwrap();
+    }
+    for _ in 0..3 {
+        let c = flow.wait().unwrap();
+        c.result.unwrap();
+        assert!(check_pattern(c.buf.as_slice(), 8192));
+    }
+}
+
+#[test]
+fn dropping_a_flow_with_requests_outstanding_neither_hangs_nor_leaks_into_other_flows() {
+    let dir = TempDir::new("dropflow");
+    let path = dir.path().join("data");
+    pattern_file(&path, 1 << 20);
+    let engine = Engine::start_named::<&str>("bfq", &[], cfg()).unwrap();
+    let file = engine.open(&path, false).unwrap();
+    let gone = engine.flow(FlowOptions::named("gone")).unwrap();
+    for i in 0..32u64 {
+        gone.submit_read(file, i * 4096, AlignedBuf::new(4096), i).unwrap();
+    }
+    drop(gone);
+    let stay = engine.flow(FlowOptions::named("stay")).unwrap();
+    let mut buf = AlignedBuf::new(4096);
+    assert_eq!(stay.read(file, 0, &mut buf).unwrap(), 4096);
+    assert!(matches!(stay.wait(), Err(EngineError::NothingInFlight)));
+    drop(stay);
+    let stats = engine.shutdown().unwrap();
+    assert_eq!(stats.completed, 33);
+}
