@@ -1,0 +1,167 @@
+//! Helpers shared by the engine's integration tests: temporary files on a file system that supports O_DIRECT.
+
+#![allow(dead_code)]
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A directory under /var/tmp (a real disk, unlike a tmpfs /tmp on many systems), removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = PathBuf::from(format!(
+            "/var/tmp/bfq-engine-test-{}-{}-{}",
+            tag,
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&p).expect("create temp dir under /var/tmp");
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The byte at `offset` of a pattern file: differs between neighbouring 512-byte blocks.
+pub fn pattern_byte(offset: u64) -> u8 {
+    let block = offset / 512;
+    (block.wrapping_mul(31) ^ (offset % 512)) as u8
+}
+
+/// Creates a fully written file of `len` bytes filled with [`pattern_byte`].
+pub fn pattern_file(path: &Path, len: u64) {
+    let mut f = File::create(path).expect("create test file");
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < len {
+        let n = ((len - off) as usize).min(chunk.len());
+        for (i, b) in chunk[..n].iter_mut().enumerate() {
+            *b = pattern_byte(off + i as u64);
+        }
+        f.write_all(&chunk[..n]).expect("write test file");
+        off += n as u64;
+    }
+    f.sync_all().expect("sync test file");
+}
+
+/// Checks that `data` read at `offset` matches the pattern.
+pub fn check_pattern(data: &[u8], offset: u64) -> bool {
+    data.iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern_byte(offset + i as u64))
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn have(cmd: &str) -> bool {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+pub fn run(cmd: &str, args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{cmd} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A loop device over a backing file, detached on drop.
+pub struct LoopDev {
+    pub dev: String,
+}
+
+impl LoopDev {
+    pub fn attach(backing: &Path, extra: &[&str]) -> Result<LoopDev, String> {
+        let mut args = vec!["--find", "--show"];
+        args.extend_from_slice(extra);
+        let b = backing.to_str().ok_or("non-UTF-8 path")?;
+        args.push(b);
+        let dev = run("losetup", &args)?;
+        Ok(LoopDev { dev })
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = run("losetup", &["-d", &self.dev]);
+    }
+}
+
+/// A mount point, unmounted on drop.
+pub struct Mount {
+    pub dir: PathBuf,
+}
+
+impl Mount {
+    pub fn new(dev: &str, dir: &Path) -> Result<Mount, String> {
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        run("mount", &[dev, dir.to_str().ok_or("non-UTF-8 path")?])?;
+        Ok(Mount { dir: dir.to_path_buf() })
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(d) = self.dir.to_str() {
+            // Retry for a while if something still holds the file system.
+            for _ in 0..50 {
+                if run("umount", &[d]).is_ok() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            eprintln!("could not unmount {d}");
+        }
+    }
+}
+
+/// A small ext4 file system on a loop device over a file in `tmp`, mounted at `tmp/mnt`. Drop order: mount, then
+/// loop device (fields drop in declaration order).
+pub struct SmallFs {
+    pub mount: Mount,
+    pub lo: LoopDev,
+}
+
+impl SmallFs {
+    pub fn new(tmp: &Path, size_mib: u64) -> Result<SmallFs, String> {
+        let img = tmp.join("fs.img");
+        let f = File::create(&img).map_err(|e| e.to_string())?;
+        f.set_len(size_mib << 20).map_err(|e| e.to_string())?;
+        drop(f);
+        run("mkfs.ext4", &["-q", "-F", img.to_str().ok_or("path")?])?;
+        let lo = LoopDev::attach(&img, &[])?;
+        let mount = Mount::new(&lo.dev, &tmp.join("mnt"))?;
+        Ok(SmallFs { mount, lo })
+    }
+}
+
+/// Prints why a test is skipped (visible with --nocapture, and in the captured output of a failure).
+pub fn skip(test: &str, why: &str) {
+    eprintln!("SKIP {test}: {why}");
+}
