@@ -224,6 +224,34 @@ impl Flow {
         Ok(c)
     }
 
+    /// Like [`Flow::wait`], but gives up at `deadline`: `Ok(None)` if no request completed by then.
+    pub fn wait_until(&self, deadline: std::time::Instant) -> Result<Option<Completion>, EngineError> {
+        if self.outstanding.get() == 0 {
+            return Err(EngineError::NothingInFlight);
+        }
+        let mut ready = self.ready.borrow_mut();
+        if ready.is_empty() {
+            let mut st = lock(&self.me.state);
+            while st.done.is_empty() {
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Ok(None);
+                }
+                st.waiting = true;
+                st = self
+                    .me
+                    .cv
+                    .wait_timeout(st, deadline - now)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            std::mem::swap(&mut *ready, &mut st.done);
+        }
+        let c = ready.pop_front().ok_or(EngineError::NothingInFlight)?;
+        self.outstanding.set(self.outstanding.get() - 1);
+        Ok(Some(c))
+    }
+
     /// Returns a completed asynchronous request if one is ready, without blocking.
     pub fn try_wait(&self) -> Option<Completion> {
         if self.outstanding.get() == 0 {

@@ -46,8 +46,8 @@ pub enum ScenarioError {
     /// A bad parameter; the message says which and what to use instead.
     #[error("{0}")]
     Invalid(String),
-    /// The target cannot run in this build (a real target whose runner is not built in).
-    #[error("target {target} is not available in this build: only sim:<device> targets run here")]
+    /// A simulator target was handed to the real-target runner.
+    #[error("target {target} is not a real target: real runs take engine:DIR or kernel:DIR")]
     Unavailable {
         /// The target, as written on the command line (`engine:/mnt/x`).
         target: String,

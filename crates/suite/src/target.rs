@@ -127,12 +127,13 @@ impl FromStr for Target {
 /// [`Job`] says what to run (scheduler, tunables, benchmark and its parameters, seed, repetition); the result must
 /// carry `target` = `target.to_string()`.
 ///
-/// `kernel:DIR` runs throughput and start-up through [`crate::real::run_kernel`]; the engine target is reported
-/// as unavailable until the engine is wired in.
+/// `kernel:DIR` runs throughput and start-up through [`crate::real::run_kernel`] (the kernel's own scheduler),
+/// `engine:DIR` through [`crate::real::run_engine`] (our policy in the io_uring engine).
 pub fn run_real(target: &Target, job: &Job) -> Result<RunResult, ScenarioError> {
-    let dir = match target {
-        Target::Kernel(dir) => dir,
-        Target::Engine(_) | Target::Sim(_) => {
+    let (dir, kernel) = match target {
+        Target::Kernel(dir) => (dir, true),
+        Target::Engine(dir) => (dir, false),
+        Target::Sim(_) => {
             return Err(ScenarioError::Unavailable {
                 target: target.to_string(),
             })
@@ -148,12 +149,17 @@ pub fn run_real(target: &Target, job: &Job) -> Result<RunResult, ScenarioError> 
             )))
         }
     };
-    let sched = kernel_scheduler(&job.scheduler).ok_or_else(|| {
-        ScenarioError::Invalid(format!(
-            "scheduler '{}' does not exist in the kernel: use none (noop), mq-deadline, kyber or bfq",
-            job.scheduler
-        ))
-    })?;
+    // The kernel target switches the kernel's scheduler; the engine target runs our own policy of that name.
+    let sched = if kernel {
+        kernel_scheduler(&job.scheduler).ok_or_else(|| {
+            ScenarioError::Invalid(format!(
+                "scheduler '{}' does not exist in the kernel: use none (noop), mq-deadline, kyber or bfq",
+                job.scheduler
+            ))
+        })?
+    } else {
+        job.scheduler.as_str()
+    };
     let mut sc = RealScenario::new(dir.clone(), sched, &workload);
     sc.tunables = job.tunables.clone();
     sc.app = app;
@@ -167,7 +173,12 @@ pub fn run_real(target: &Target, job: &Job) -> Result<RunResult, ScenarioError> 
     sc.rep = job.rep;
     sc.allow_device = job.real.allow_device;
     sc.file_scale = job.real.file_scale;
-    let mut r = crate::real::run_kernel(&sc).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+    let run = if kernel {
+        crate::real::run_kernel(&sc)
+    } else {
+        crate::real::run_engine(&sc)
+    };
+    let mut r = run.map_err(|e| ScenarioError::Invalid(e.to_string()))?;
     // Report the scheduler under the name the user gave, so that it lines up with the simulator's column.
     r.scheduler = job.scheduler.clone();
     r.target = target.to_string();

@@ -13,6 +13,7 @@
 
 pub mod aio;
 pub mod cleanup;
+pub mod engine;
 pub mod files;
 pub mod kernel;
 pub mod loopdev;
@@ -21,6 +22,7 @@ pub mod sched;
 pub mod sys;
 pub mod timeline;
 
+pub use engine::{run_engine, EngineBackend};
 pub use kernel::{run_kernel, KernelBackend};
 pub use runner::{Completion, FlowIo, IoBackend, Runner};
 

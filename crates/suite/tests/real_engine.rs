@@ -1,0 +1,83 @@
+//! The `engine:DIR` target on a small `bfq loopdev` device (root only; skipped with a printed reason otherwise):
+//! our policies schedule the suite's processes' I/O in the io_uring engine, the loop device's own scheduler is
+//! `none` during the run and restored afterwards.
+
+use bfq_sched::SEC;
+use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
+use bfq_suite::real::sched::scheduler_of;
+use bfq_suite::real::sys::{self, BlockDev};
+use bfq_suite::real::{run_engine, RealScenario};
+use std::path::{Path, PathBuf};
+
+/// A `bfq loopdev` device for the test, removed when dropped.
+struct Device {
+    dir: PathBuf,
+}
+
+impl Device {
+    fn new(size: u64) -> Device {
+        let dir = std::env::temp_dir().join(format!("bfq-real-engine-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        let opts = CreateOptions {
+            size_bytes: size,
+            fs: FsKind::Ext4,
+            progress: false,
+        };
+        loopdev::create(&dir, &opts).expect("creates the test device");
+        Device { dir }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        if let Err(e) = loopdev::remove(&self.dir) {
+            eprintln!("could not remove the test device: {e}");
+        }
+    }
+}
+
+fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> RealScenario {
+    let mut sc = RealScenario::new(dir, sched, workload);
+    sc.app = app.map(str::to_string);
+    sc.warmup = 2 * SEC;
+    sc.duration = 3 * SEC;
+    sc.file_scale = 8.0 / 500.0; // 8 MiB background files
+    sc
+}
+
+#[test]
+fn engine_target_runs_our_policies_and_restores_the_scheduler() {
+    if !sys::is_root() {
+        eprintln!("skipping engine_target_runs_our_policies_and_restores_the_scheduler: needs root");
+        return;
+    }
+    let d = Device::new(256 << 20);
+    let dev = BlockDev::of_dir(&d.dir).expect("device");
+    let before = scheduler_of(&dev).expect("scheduler").0;
+    for sched in ["noop", "bfq"] {
+        // Start-up of bash on an idle device: the profile's reads all complete, in well under the 60 s timeout.
+        let r = run_engine(&scenario(&d.dir, sched, "idle", Some("bash"))).expect("engine start-up run");
+        assert_eq!(r.target, format!("engine:{}", d.dir.display()));
+        assert!(!r.timed_out, "{sched}: bash did not start");
+        let s = r.startup_s.expect("a start-up time");
+        assert!(s > 0.0 && s < 30.0, "{sched}: start-up {s} s");
+        // Two buffered sequential readers for 3 s: they read through the engine's readahead windows, so the
+        // device moved data (any real device does more than 1 MB/s), and nothing failed.
+        let r = run_engine(&scenario(&d.dir, sched, "2r-seq", None)).expect("engine throughput run");
+        assert!(r.read_mbps > 1.0, "{sched}: {} MB/s", r.read_mbps);
+        assert_eq!(
+            r.extra.get("io_errors").copied().unwrap_or(0.0),
+            0.0,
+            "{sched}: I/O errors"
+        );
+        assert_eq!(
+            scheduler_of(&dev).expect("scheduler").0,
+            before,
+            "{sched}: scheduler restored"
+        );
+    }
+    // Our policy names, not the kernel's: an unknown one is a clear error and changes nothing.
+    let e = run_engine(&scenario(&d.dir, "no-such-policy", "idle", Some("bash"))).unwrap_err();
+    assert!(e.to_string().contains("no-such-policy"), "{e}");
+    assert_eq!(scheduler_of(&dev).expect("scheduler").0, before);
+}
