@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let path = Path::new(args.get(1).ok_or("usage: engine_load PATH [SECONDS] [POLICY] [BS] [QD] [seq]")?);
+    let path = Path::new(
+        args.get(1)
+            .ok_or("usage: engine_load PATH [SECONDS] [POLICY] [BS] [QD] [seq]")?,
+    );
     let secs: u64 = args.get(2).map_or(Ok(5), |s| s.parse())?;
     let policy = args.get(3).map_or("noop", String::as_str);
     let bs: u64 = args.get(4).map_or(Ok(4096), |s| s.parse())?;
