@@ -57,7 +57,7 @@ mod shared;
 pub use buf::{AlignedBuf, BUF_ALIGN, BUF_LEN_UNIT};
 pub use device::device_info_for;
 pub use error::EngineError;
-pub use flow::Flow;
+pub use flow::{Flow, MAX_REQUEST_BYTES};
 pub use shared::Completion;
 
 use bfq_sched::{DeviceInfo, FlowId, FlowInfo, GroupId, IoClass, Scheduler};

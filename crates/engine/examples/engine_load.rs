@@ -1,0 +1,75 @@
+//! Profiling helper: the engine alone, one flow keeping QD reads of BS bytes in flight against a device or file,
+//! random (default) or sequential.
+//!
+//! `[SPIN_US=n] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
+
+use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let path = Path::new(
+        args.get(1)
+            .ok_or("usage: engine_load PATH [SECONDS] [POLICY] [BS] [QD] [seq]")?,
+    );
+    let secs: u64 = args.get(2).map_or(Ok(5), |s| s.parse())?;
+    let policy = args.get(3).map_or("noop", String::as_str);
+    let bs: u64 = args.get(4).map_or(Ok(4096), |s| s.parse())?;
+    let qd: usize = args.get(5).map_or(Ok(32), |s| s.parse())?;
+    let seq = args.get(6).is_some_and(|s| s == "seq");
+    // SPIN_US=n sets EngineConfig::spin_us.
+    let spin_us = std::env::var("SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let cfg = EngineConfig {
+        spin_us,
+        ..EngineConfig::for_path(path)
+    };
+    let engine = Engine::start_named::<&str>(policy, &[], cfg)?;
+    let file = engine.open(path, false)?;
+    let flow = engine.flow(FlowOptions::named("load"))?;
+    let blocks = file.size_bytes() / bs;
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut n = 0u64;
+    let mut next = || {
+        if seq {
+            n = (n + 1) % blocks;
+            return n * bs;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % blocks) * bs
+    };
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs(secs);
+    for _ in 0..qd {
+        flow.submit_read(file, next(), AlignedBuf::new(bs as usize), 0)?;
+    }
+    let mut ops = 0u64;
+    let mut now = t0;
+    while flow.in_flight() > 0 {
+        let c = flow.wait()?;
+        c.result?;
+        ops += 1;
+        if ops.is_multiple_of(32) {
+            now = Instant::now();
+        }
+        if now < end {
+            flow.submit_read(file, next(), c.buf, 0)?;
+        }
+    }
+    let el = t0.elapsed().as_secs_f64();
+    drop(flow);
+    let st = engine.shutdown()?;
+    let per = |v: u64| v as f64 / ops as f64;
+    println!(
+        "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, kicks {:.3}, client wake-ups {:.3}, policy {:.0} ns",
+        ops as f64 / el,
+        ops as f64 * bs as f64 / el / (1 << 20) as f64,
+        per(st.reactor_sleeps),
+        per(st.reactor_kicks),
+        per(st.client_wakeups),
+        per(st.policy_ns)
+    );
+    Ok(())
+}
