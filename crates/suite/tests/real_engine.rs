@@ -47,8 +47,8 @@ fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> RealS
 
 #[test]
 fn engine_target_runs_our_policies_and_restores_the_scheduler() {
-    if !sys::is_root() {
-        eprintln!("skipping engine_target_runs_our_policies_and_restores_the_scheduler: needs root");
+    if let Some(why) = sys::loop_devices_unavailable() {
+        eprintln!("skipping engine_target_runs_our_policies_and_restores_the_scheduler: {why}");
         return;
     }
     let d = Device::new(256 << 20);

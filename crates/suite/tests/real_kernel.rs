@@ -20,11 +20,12 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn root_or_skip(test: &str) -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        eprintln!("skipping {test}: needs root (loop devices, sysfs schedulers, drop_caches)");
-        false
+    match sys::loop_devices_unavailable() {
+        None => true,
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            false
+        }
     }
 }
 

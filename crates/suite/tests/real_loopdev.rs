@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn root_or_skip(test: &str) -> bool {
-    if sys::is_root() {
-        true
-    } else {
-        eprintln!("skipping {test}: needs root (loop devices, mount)");
-        false
+    match sys::loop_devices_unavailable() {
+        None => true,
+        Some(why) => {
+            eprintln!("skipping {test}: {why}");
+            false
+        }
     }
 }
 

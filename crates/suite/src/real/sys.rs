@@ -19,6 +19,27 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Why loop-device tests cannot run here (`None` when they can): they need root, the loop driver
+/// (`/dev/loop-control`), and `losetup`, `mkfs.ext4` and `mount` on the `PATH`. Tests print the reason and skip.
+pub fn loop_devices_unavailable() -> Option<String> {
+    if !is_root() {
+        return Some("needs root (loop devices, mount, sysfs schedulers, drop_caches)".into());
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Some("no loop driver (/dev/loop-control is missing)".into());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for tool in ["losetup", "mkfs.ext4", "mount"] {
+        let found = std::env::split_paths(&path)
+            .chain(["/sbin", "/usr/sbin"].map(PathBuf::from))
+            .any(|d| d.join(tool).is_file());
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
 /// Fails with [`RealError::NotRoot`] unless root; `what` names the action that needs root.
 pub fn require_root(what: &str) -> Result<(), RealError> {
     if is_root() {
