@@ -14,11 +14,11 @@
 //! - **Invalidate** (`posix_fadvise(DONTNEED)`) forgets the process's readahead data of that file.
 
 use super::files::FileSet;
-use super::kernel::check_device;
+use super::kernel::{check_device, run_switched};
 use super::runner::{Completion, FlowIo, IoBackend};
 use super::sched::switch_scheduler;
-use super::sys::{self, BlockDev, MemoryLock};
-use super::timeline::{prepare, run_timeline};
+use super::sys::{self, BlockDev};
+use super::timeline::prepare;
 use super::{RealError, RealScenario};
 use crate::result::RunResult;
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FileRef, Flow, FlowOptions};
@@ -396,16 +396,14 @@ pub fn run_engine(sc: &RealScenario) -> Result<RunResult, RealError> {
     let prepared = prepare(sc, dev.rotational())?;
     let backend = EngineBackend::open(&prepared.files, &sc.scheduler, &sc.tunables)?;
     let guard = switch_scheduler(&dev, "none", &[])?;
-    let lock = MemoryLock::lock();
-    let mut r = run_timeline(sc, &dev, prepared, backend, format!("engine:{}", sc.dir.display()));
-    if let Ok(r) = r.as_mut() {
-        r.extra.insert("mlocked".into(), if lock.locked() { 1.0 } else { 0.0 });
-    }
-    drop(lock);
-    let restored = guard.restore();
-    let r = r?;
-    restored?;
-    Ok(r)
+    run_switched(
+        sc,
+        &dev,
+        prepared,
+        backend,
+        guard,
+        format!("engine:{}", sc.dir.display()),
+    )
 }
 
 #[cfg(test)]

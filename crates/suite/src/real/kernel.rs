@@ -15,9 +15,9 @@
 use super::aio::{Aio, AioDone};
 use super::files::FileSet;
 use super::runner::{Completion, FlowIo, IoBackend};
-use super::sched::switch_scheduler;
+use super::sched::{switch_scheduler, SchedulerGuard};
 use super::sys::{self, io_err, AlignedBuf, BlockDev, MemoryLock, DIRECT_ALIGN};
-use super::timeline::{prepare, run_timeline};
+use super::timeline::{prepare, run_timeline, Prepared};
 use super::{loopdev, RealError, RealScenario};
 use crate::result::RunResult;
 use bfq_sched::IoClass;
@@ -385,8 +385,29 @@ pub fn run_kernel(sc: &RealScenario) -> Result<RunResult, RealError> {
     let prepared = prepare(sc, dev.rotational())?;
     let backend = KernelBackend::open(&prepared.files)?;
     let guard = switch_scheduler(&dev, &sc.scheduler, &sc.tunables)?;
+    run_switched(
+        sc,
+        &dev,
+        prepared,
+        backend,
+        guard,
+        format!("kernel:{}", sc.dir.display()),
+    )
+}
+
+/// The part the real targets share once the device's scheduler is switched (`guard`): locks the runner in memory,
+/// runs the S timeline with `backend`, notes whether the lock held (`extra.mlocked`), and restores the scheduler
+/// whatever happened (a restore failure is reported after a run failure).
+pub fn run_switched<B: IoBackend>(
+    sc: &RealScenario,
+    dev: &BlockDev,
+    prepared: Prepared,
+    backend: B,
+    guard: SchedulerGuard,
+    target: String,
+) -> Result<RunResult, RealError> {
     let lock = MemoryLock::lock();
-    let mut r = run_timeline(sc, &dev, prepared, backend, format!("kernel:{}", sc.dir.display()));
+    let mut r = run_timeline(sc, dev, prepared, backend, target);
     if let Ok(r) = r.as_mut() {
         r.extra.insert("mlocked".into(), if lock.locked() { 1.0 } else { 0.0 });
     }
