@@ -6,7 +6,6 @@ mod common;
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FlowOptions};
 use bfq_sched::{Decision, DeviceInfo, FlowId, FlowInfo, Request, Scheduler, Time, MS};
 use common::*;
-use std::collections::VecDeque;
 use std::fs::{self, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -275,47 +274,13 @@ fn a_full_file_system_gives_enospc() {
     drop(fs);
 }
 
-/// Holds every request `hold` before dispatching it.
-struct Slow {
-    hold: Time,
-    queue: VecDeque<(Time, Request)>,
-}
-
-impl Scheduler for Slow {
-    fn name(&self) -> &'static str {
-        "slow"
-    }
-    fn flow_started(&mut self, _: &FlowInfo, _: Time) {}
-    fn flow_exited(&mut self, _: FlowId, _: Time) {}
-    fn insert(&mut self, rq: Request, now: Time) {
-        self.queue.push_back((now + self.hold, rq));
-    }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        match self.queue.front() {
-            None => Decision::Nothing,
-            Some(&(t, _)) if t > now => Decision::WaitUntil(t),
-            Some(_) => self
-                .queue
-                .pop_front()
-                .map_or(Decision::Nothing, |(_, rq)| Decision::Dispatch(rq)),
-        }
-    }
-    fn completed(&mut self, _: &Request, _: Time) {}
-    fn queued(&self) -> usize {
-        self.queue.len()
-    }
-}
-
 #[test]
 fn shutdown_drains_requests_in_flight_and_later_use_fails() {
     let dir = TempDir::new("drain");
     let path = dir.path().join("data");
     pattern_file(&path, 4 << 20);
     let engine = Engine::start(
-        Box::new(Slow {
-            hold: 30 * MS,
-            queue: VecDeque::new(),
-        }),
+        Box::new(Delayer::new(30 * MS)),
         EngineConfig {
             tag_limit: 4,
             ..EngineConfig::default()

@@ -5,7 +5,6 @@ mod common;
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FlowOptions};
 use bfq_sched::{Decision, DeviceInfo, Direction, FlowId, FlowInfo, IoClass, Request, Scheduler, Time, MS};
 use common::*;
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 fn cfg() -> EngineConfig {
@@ -203,50 +202,12 @@ fn the_tag_limit_holds_and_flows_reach_the_policy() {
     assert_eq!(l.exited, vec![id]);
 }
 
-/// Holds each request until `hold` after its insertion, answering `WaitUntil` meanwhile.
-struct Delayer {
-    hold: Time,
-    queue: VecDeque<(Time, Request)>,
-}
-
-impl Scheduler for Delayer {
-    fn name(&self) -> &'static str {
-        "delayer"
-    }
-    fn flow_started(&mut self, _: &FlowInfo, _: Time) {}
-    fn flow_exited(&mut self, _: FlowId, _: Time) {}
-    fn insert(&mut self, rq: Request, now: Time) {
-        self.queue.push_back((now + self.hold, rq));
-    }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        match self.queue.front() {
-            None => Decision::Nothing,
-            Some(&(t, _)) if t > now => Decision::WaitUntil(t),
-            Some(_) => match self.queue.pop_front() {
-                Some((_, rq)) => Decision::Dispatch(rq),
-                None => Decision::Nothing,
-            },
-        }
-    }
-    fn completed(&mut self, _: &Request, _: Time) {}
-    fn queued(&self) -> usize {
-        self.queue.len()
-    }
-}
-
 #[test]
 fn wait_until_is_served_by_an_io_uring_timer() {
     let dir = TempDir::new("timer");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = Engine::start(
-        Box::new(Delayer {
-            hold: 20 * MS,
-            queue: VecDeque::new(),
-        }),
-        cfg(),
-    )
-    .unwrap();
+    let engine = Engine::start(Box::new(Delayer::new(20 * MS)), cfg()).unwrap();
     let file = engine.open(&path, false).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let mut buf = AlignedBuf::new(4096);

@@ -165,3 +165,44 @@ impl SmallFs {
 pub fn skip(test: &str, why: &str) {
     eprintln!("SKIP {test}: {why}");
 }
+
+/// A test policy that holds each request until `hold` ns after its insertion, answering `WaitUntil` meanwhile:
+/// it exercises the engine's timer and keeps requests queued for shutdown tests.
+pub struct Delayer {
+    hold: bfq_sched::Time,
+    queue: std::collections::VecDeque<(bfq_sched::Time, bfq_sched::Request)>,
+}
+
+impl Delayer {
+    /// Holds every request `hold` ns.
+    pub fn new(hold: bfq_sched::Time) -> Delayer {
+        Delayer {
+            hold,
+            queue: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+impl bfq_sched::Scheduler for Delayer {
+    fn name(&self) -> &'static str {
+        "delayer"
+    }
+    fn flow_started(&mut self, _: &bfq_sched::FlowInfo, _: bfq_sched::Time) {}
+    fn flow_exited(&mut self, _: bfq_sched::FlowId, _: bfq_sched::Time) {}
+    fn insert(&mut self, rq: bfq_sched::Request, now: bfq_sched::Time) {
+        self.queue.push_back((now + self.hold, rq));
+    }
+    fn dispatch(&mut self, now: bfq_sched::Time) -> bfq_sched::Decision {
+        match self.queue.front() {
+            None => bfq_sched::Decision::Nothing,
+            Some(&(t, _)) if t > now => bfq_sched::Decision::WaitUntil(t),
+            Some(_) => self.queue.pop_front().map_or(bfq_sched::Decision::Nothing, |(_, rq)| {
+                bfq_sched::Decision::Dispatch(rq)
+            }),
+        }
+    }
+    fn completed(&mut self, _: &bfq_sched::Request, _: bfq_sched::Time) {}
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}
