@@ -373,20 +373,26 @@ fn seeky_flow_idles_at_most_2ms() {
     assert!(late.iter().all(|&d| d <= 2 * MS), "max idle {:?}", late.iter().max());
 }
 
+/// `n` sequential readers (flows 1..=n, 8 GiB apart) keeping `depth` requests of `size` sectors outstanding,
+/// skipping `gap` sectors between requests and thinking `think` ns after each completion.
+fn ssd_readers(n: u32, depth: u32, size: u32, gap: u64, think: Time) -> Vec<Proc> {
+    (1..=n)
+        .map(|i| {
+            let mut p = Proc::seq(i, u64::from(i) << 24);
+            p.depth = depth;
+            p.size = size;
+            p.gap = gap;
+            p.think = think;
+            p
+        })
+        .collect()
+}
+
 // On a queueing SSD (non-rotational, NCQ detected) with equal weights and no raised queue, BFQ never idles:
 // the device keeps itself busy with other queues' requests. Before NCQ is detected it may idle.
 #[test]
 fn no_idling_on_queueing_ssd_symmetric() {
-    let procs: Vec<Proc> = (1..=4)
-        .map(|i| {
-            let mut p = Proc::seq(i, u64::from(i) << 24);
-            p.depth = 4;
-            p.size = 64;
-            p.gap = 64;
-            p.think = 50 * US;
-            p
-        })
-        .collect();
+    let procs = ssd_readers(4, 4, 64, 64, 50 * US);
     let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
     sim.run_until(500 * MS);
     assert_eq!(sim.b.hw.hw_tag, Some(true), "NCQ detected");
@@ -400,19 +406,8 @@ fn no_idling_on_queueing_ssd_symmetric() {
 // light queues' requests would fill the device while it is briefly empty and its share would be lost).
 #[test]
 fn asymmetric_weights_idle_on_queueing_ssd() {
-    let procs: Vec<Proc> = (1..=4)
-        .map(|i| {
-            let mut p = Proc::seq(i, u64::from(i) << 24);
-            p.depth = 4;
-            p.size = 64;
-            p.gap = 64;
-            p.think = 50 * US;
-            if i == 1 {
-                p.info = p.info.with_weight(400);
-            }
-            p
-        })
-        .collect();
+    let mut procs = ssd_readers(4, 4, 64, 64, 50 * US);
+    procs[0].info = procs[0].info.clone().with_weight(400);
     let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
     sim.run_until(500 * MS);
     assert_eq!(sim.b.hw.hw_tag, Some(true));
@@ -831,15 +826,7 @@ mod robustness {
 // BFQ must not idle for each reader in turn, which would serve the SSD at queue depth 1.
 #[test]
 fn unknown_queueing_on_ssd_does_not_idle() {
-    let procs: Vec<Proc> = (1..=3)
-        .map(|i| {
-            let mut p = Proc::seq(i, u64::from(i) << 24);
-            p.depth = 1;
-            p.size = 32;
-            p.think = 20 * US;
-            p
-        })
-        .collect();
+    let procs = ssd_readers(3, 1, 32, 0, 20 * US);
     let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
     sim.run_until(2 * SEC);
     assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
