@@ -44,6 +44,45 @@ pub trait Scheduler: Send {
     fn separate_sync_pool(&self) -> bool {
         false
     }
+
+    /// Checks the policy's internal invariants (counters against the structures they count, tree orderings,
+    /// weight sums) and returns the first violation found. The conformance checker calls it after every call it
+    /// makes, the simulator after every step in debug builds. A policy with nothing to check keeps the default.
+    fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        Ok(())
+    }
+}
+
+/// A broken internal invariant of a policy or model: which structure and what was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invariant broken in {what}: {detail}")]
+pub struct InvariantViolation {
+    /// The structure whose invariant failed (`"bfq"`, `"wf2q"`, `"cfq service tree"`, ...).
+    pub what: &'static str,
+    /// What was found, with the values involved.
+    pub detail: String,
+}
+
+impl InvariantViolation {
+    /// A violation in `what`, described by `detail`.
+    pub fn new(what: &'static str, detail: impl Into<String>) -> Self {
+        InvariantViolation {
+            what,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Returns an [`InvariantViolation`] from the enclosing function when `cond` is false.
+///
+/// `ensure_invariant!(cond, "what", "format {}", args)`.
+#[macro_export]
+macro_rules! ensure_invariant {
+    ($cond:expr, $what:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err($crate::scheduler::InvariantViolation::new($what, format!($($fmt)+)));
+        }
+    };
 }
 
 /// Constructor signature stored in the registry.
