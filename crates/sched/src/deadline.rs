@@ -1,4 +1,5 @@
-//! DEADLINE (the legacy single-queue elevator, `schedulers.md` §3): per-direction sector-sorted lists and FIFOs.
+//! DEADLINE (the legacy single-queue elevator, kernel `deadline-iosched.c`; docs/SCHEDULERS.md,
+//! deadline): per-direction sector-sorted lists and FIFOs.
 //! Requests go out in batches of ascending sectors; a batch starts from the oldest request of its direction when that
 //! request's deadline has passed, and writes get a batch after at most `writes_starved` read batches.
 //!

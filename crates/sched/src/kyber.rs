@@ -1,4 +1,5 @@
-//! KYBER (blk-mq, for fast devices), per `schedulers.md` §6 (the current, histogram-based version).
+//! KYBER (blk-mq, for fast devices), kernel `kyber-iosched.c` in its current, histogram-based version
+//! (docs/SCHEDULERS.md, kyber).
 //!
 //! Requests wait in one FIFO per scheduling domain (READ, WRITE, DISCARD, OTHER). Sending one to the device takes a
 //! token of its domain; a domain's tokens (device-wide) are its current queue depth. Domains are served round-robin,

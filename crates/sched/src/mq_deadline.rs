@@ -1,4 +1,5 @@
-//! mq-deadline, the current blk-mq version with I/O priorities (`schedulers.md` §3).
+//! mq-deadline, the current blk-mq version with I/O priorities (kernel `mq-deadline.c`; docs/SCHEDULERS.md,
+//! mq-deadline).
 //!
 //! Three priority levels (RT, BE, IDLE, from the issuing flow's class) each keep their own sector-sorted lists and
 //! FIFOs ([`DeadlineLists`]); batching, direction choice and write starvation work as in legacy

@@ -1,5 +1,5 @@
 //! NOOP (`none` in blk-mq): one FIFO, with back and front merging of contiguous requests up to the device's maximum
-//! request size (`schedulers.md` §5).
+//! request size (kernel: `noop_add_request`, `noop_dispatch`; docs/SCHEDULERS.md, noop).
 
 use crate::device::DeviceInfo;
 use crate::merge::{absorb, MergeIndex};

@@ -1,4 +1,4 @@
-//! The adaptive size of AS write batches (`schedulers.md` §4, "Write batch").
+//! The adaptive size of AS write batches (kernel: `update_write_batch`; docs/SCHEDULERS.md, anticipatory).
 
 use crate::types::{Time, MS};
 

@@ -1,5 +1,6 @@
 //! One direction's queue for AS: requests sorted by sector for the elevator, plus a FIFO by arrival for expiry, and
-//! the elevator's choice between two candidates with short, penalised back seeks (`schedulers.md` §4).
+//! the elevator's choice between two candidates with short, penalised back seeks (kernel: `as_choose_req`,
+//! `as_find_next_rq`; docs/SCHEDULERS.md, anticipatory).
 
 use std::collections::{BTreeSet, VecDeque};
 

@@ -1,5 +1,6 @@
 //! Per-process I/O history for anticipation: think time and seek distance as decaying averages in fixed point, plus
-//! the scheduler-wide statistics used for processes that have no history yet (`schedulers.md` §4).
+//! the scheduler-wide statistics used for processes that have no history yet (kernel: `as_update_thinktime`,
+//! `as_update_seekdist`, `as_update_iohist`; docs/SCHEDULERS.md, anticipatory).
 
 use crate::types::{Time, MS};
 

@@ -1,4 +1,4 @@
-//! ANTICIPATORY (the Linux 2.6 `as` scheduler), per `schedulers.md` §4.
+//! ANTICIPATORY (the Linux 2.6 `as` scheduler), kernel `as-iosched.c` (docs/SCHEDULERS.md, anticipatory).
 //!
 //! Deadline-like: per direction (sync and async, from [`Request::sync`]) a sector-sorted queue served by a one-way
 //! elevator with short back seeks, and a FIFO for expiry. Sync and async requests alternate in batches; a direction

@@ -1,6 +1,7 @@
 //! Cooperating queues: processes that read close to each other (interleaved parts of one file) are served one
 //! after the other without idling, merged into one queue lazily, and split again when the shared queue turns
-//! seeky (`schedulers.md` §2 "Cooperating queues").
+//! seeky (kernel: `cfq_close_cooperator`, `cfq_setup_merge`, `cfq_merge_cfqqs`, `split_cfqq`; docs/SCHEDULERS.md, CFQ,
+//! Cooperating queues and NCQ).
 
 use super::preempt::CLOSE_THRESHOLD_SECTORS;
 use super::service_tree::{tree_index, Workload};

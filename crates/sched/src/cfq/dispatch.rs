@@ -1,5 +1,6 @@
 //! Queue selection, workload choice, the `cfq_may_dispatch` limits, request choice, expiry and completion
-//! (`schedulers.md` §2 "Workload choice", "Dispatch", "Idling").
+//! (kernel: `cfq_select_queue`, `choose_wl_class_and_type`, `cfq_may_dispatch`, `cfq_dispatch_request`,
+//! `__cfq_slice_expired`, `cfq_completed_request`; docs/SCHEDULERS.md, CFQ, Dispatch).
 
 use super::group::{SavedWorkload, IDLE_DELAY};
 use super::service_tree::{tree_index, Workload};

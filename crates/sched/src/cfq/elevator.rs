@@ -1,5 +1,5 @@
 //! The one-way elevator with short back seeks that CFQ (and BFQ) use to pick between two queued requests
-//! (`schedulers.md` §1.9 and §2 "Request choice").
+//! (kernel: `cfq_choose_req`, `bfq_choose_req`; docs/SCHEDULERS.md, BFQ, FIFO).
 
 /// What the elevator needs to know about a candidate request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

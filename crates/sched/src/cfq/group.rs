@@ -1,4 +1,5 @@
-//! Groups (cgroups) and the tree that orders busy groups by virtual disk time (`schedulers.md` §2 "Groups").
+//! Groups (cgroups) and the tree that orders busy groups by virtual disk time (kernel:
+//! `cfq_group_served`, `cfq_group_notify_queue_add`; docs/SCHEDULERS.md, CFQ, Workloads and groups).
 
 use super::idle::ThinkTime;
 use super::service_tree::{ServiceTree, Workload, TREES_PER_GROUP};

@@ -1,5 +1,6 @@
 //! Think time, seekiness and the idle-window rules that decide whether CFQ idles for an emptied queue
-//! (`schedulers.md` §2 "Idling", §1.5 for the think-time average).
+//! (kernel: `cfq_update_io_thinktime`, `cfq_update_io_seektime`, `cfq_update_idle_window`, `cfq_should_idle`; the
+//! think-time average is BFQ's, `bfq_update_io_thinktime`; docs/SCHEDULERS.md, CFQ, Idling).
 
 use crate::types::Time;
 

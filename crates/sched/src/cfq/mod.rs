@@ -1,4 +1,4 @@
-//! CFQ, Completely Fair Queueing (`schedulers.md` §2): per-process sync queues and shared async queues get time
+//! CFQ, Completely Fair Queueing (docs/SCHEDULERS.md, CFQ): per-process sync queues and shared async queues get time
 //! slices in turn; queues sit on service trees per class (RT, BE, IDLE) and workload type (SYNC, SYNC_NOIDLE,
 //! ASYNC) inside groups ordered by virtual disk time. The device idles briefly after a sync queue empties, so that
 //! a process that reads sequentially with short pauses keeps the disk head.
@@ -14,7 +14,8 @@
 //!
 //! Time is kept in ns; where the kernel counts one jiffy, 1 ms (HZ=1000) is used.
 //!
-//! Where this departs from the kernel (v4.2-era `cfq-iosched.c` as summarised in `schedulers.md`):
+//! Where this departs from the kernel (v4.2-era `cfq-iosched.c`; docs/SCHEDULERS.md, CFQ, Known
+//! departures):
 //! - groups are flat children of the root; the root competes with weight 1000, every other group with the default
 //!   500 ([`crate::types::FlowInfo`] has no group weight); a group's share is computed over the busy groups when it
 //!   is charged rather than cached when it becomes busy;
@@ -25,8 +26,8 @@
 //!   nearest next request within 8192 sectors of the head (the kernel looks up neighbours in a per-priority tree);
 //! - an async-only group is charged at least the time used when its slot ended before the slice was set (the
 //!   kernel charges the allocated slice, which is still 0 then);
-//! - the idle timer is never armed on a non-rotational queueing device, per `schedulers.md` (the kernel still
-//!   arms `group_idle` there when it is set).
+//! - the idle timer is never armed on a non-rotational queueing device (the kernel's `cfq_arm_slice_timer` skips
+//!   it there only when `group_idle` is 0, so it still arms `group_idle` when that is set).
 
 mod coop;
 mod dispatch;

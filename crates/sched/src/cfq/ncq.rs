@@ -1,4 +1,5 @@
-//! Command-queueing (NCQ) detection by observation: the kernel's `hw_tag` (`schedulers.md` §2 "NCQ detection").
+//! Command-queueing (NCQ) detection by observation: the kernel's `hw_tag` (`cfq_update_hw_tag`;
+//! docs/SCHEDULERS.md, CFQ, Cooperating queues and NCQ).
 
 /// A device is taken to queue commands when at least this many requests were seen on it at once; samples only
 /// count while at least this many are queued or on the device (fewer cannot reveal a deeper queue).

@@ -1,5 +1,5 @@
 //! Preemption: when a new request for a queue that is not in service ends the active queue's slot
-//! (`schedulers.md` §2 "Preemption").
+//! (kernel: `cfq_should_preempt`, `cfq_preempt_queue`; docs/SCHEDULERS.md, CFQ, Preemption).
 
 use super::service_tree::Workload;
 use super::Cfq;

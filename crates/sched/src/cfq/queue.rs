@@ -1,5 +1,5 @@
 //! CFQ queues: a per-process sync queue or a shared async queue, with its requests sorted by sector, its FIFO, and
-//! its slice state (`schedulers.md` §2 "Structure").
+//! its slice state (kernel: `struct cfq_queue`; docs/SCHEDULERS.md, CFQ).
 
 use super::idle::{SeekHistory, DEEP_QUEUE_REQUESTS};
 use super::service_tree::Workload;

@@ -1,5 +1,5 @@
 //! Service trees: the busy queues of one group, one tree per class and workload type, ordered by `rb_key`
-//! (`schedulers.md` §2 "Structure", "Queue order").
+//! (kernel: `cfq_service_tree_add`, `cfq_slice_offset`; docs/SCHEDULERS.md, CFQ, Slices and queue order).
 
 use super::idle::ThinkTime;
 use crate::types::{IoClass, Time};

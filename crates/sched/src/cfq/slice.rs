@@ -1,5 +1,6 @@
 //! Slice lengths: per-priority queue slices, low-latency scaling to `target_latency`, and workload slices
-//! (`schedulers.md` §2 "Slice length", "Workload choice").
+//! (kernel: `cfq_prio_to_slice`, `cfq_scaled_cfqq_slice`, `cfq_group_get_avg_queues`, `choose_wl_class_and_type`;
+//! docs/SCHEDULERS.md, CFQ, Slices and queue order).
 
 use super::group::{Group, GroupTree};
 use super::service_tree::{tree_index, Workload};

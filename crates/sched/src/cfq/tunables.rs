@@ -1,5 +1,5 @@
-//! CFQ tunables, named and scaled as in `/sys/block/<dev>/queue/iosched/` (`schedulers.md` §2), and their values
-//! converted to nanoseconds and sectors for the policy.
+//! CFQ tunables, named and scaled as in `/sys/block/<dev>/queue/iosched/` (docs/SCHEDULERS.md, CFQ, Tunables), and
+//! their values converted to nanoseconds and sectors for the policy.
 
 use crate::device::DeviceInfo;
 use crate::tunables::{DefaultValue, TunableSpec, TunableValues};
