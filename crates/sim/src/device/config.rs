@@ -280,7 +280,8 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
             outer_mb_s: 120.0,
             inner_mb_s: 60.0,
             track_to_track_ms: 1.0,
-            // suite.md 3.1: HGST Ultrastar 7K4000 average seek 8.2 ms; desktop Deskstar estimate 8.9 ms.
+            // HGST Ultrastar 7K4000 datasheet: average seek 8.2 ms; desktop Deskstar estimate 8.9 ms
+            // (docs/DEVICES.md, HDD).
             average_seek_ms: 8.9,
             full_stroke_ms: 18.0,
             head_switch_ms: 0.5,
@@ -340,15 +341,16 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
 fn seagate_hdd() -> HddConfig {
     HddConfig {
         name: "seagate-hdd".into(),
-        // 1 TB, 2 platters / 4 heads (Barracuda 7200.12 ST31000528AS class, suite.md 3.1).
+        // 1 TB, 2 platters / 4 heads (Barracuda 7200.12 ST31000528AS class; docs/DEVICES.md, HDD).
         capacity_sectors: 1_953_525_168,
         rpm: 7200,
         heads: 4,
         zones: 16,
-        // suite.md 3.1: 138-156 MB/s outer for 2009-2013 Barracudas, ID about 45-50% of OD.
+        // Reviews and datasheets of 2009-2013 Barracudas: 138-156 MB/s outer, ID about 45-50% of OD
+        // (docs/DEVICES.md, HDD).
         outer_mb_s: 140.0,
         inner_mb_s: 70.0,
-        // suite.md 3.1 suggested desktop calibration: ~1 ms, ~8.5 ms, 16-18 ms.
+        // Desktop calibration derived from those datasheets: ~1 ms, ~8.5 ms, 16-18 ms (docs/DEVICES.md, HDD).
         track_to_track_ms: 1.0,
         average_seek_ms: 8.5,
         full_stroke_ms: 17.0,
@@ -358,7 +360,7 @@ fn seagate_hdd() -> HddConfig {
         command_overhead_us: 50.0,
         // SATA 3 Gb/s payload rate.
         interface_mb_s: 300.0,
-        // 32 MB cache (suite.md 3.1): half read segments, half write cache (split is an estimate).
+        // 32 MB cache (7200.12 reviews): half read segments, half write cache (split is an estimate).
         cache_segments: 16,
         segment_kib: 1024,
         write_cache_kib: 16_384,

@@ -68,16 +68,18 @@ impl FlashConfig {
             // 128 KiB (estimate of a typical SD host's limit).
             max_sectors: 256,
             command_overhead_us: 100.0,
-            // 4 KiB random read = 100 + 850 + 4096 B / 18 MB/s = ~1.18 ms -> ~850 IOPS (suite.md 3.3).
+            // 4 KiB random read = 100 + 850 + 4096 B / 18 MB/s = ~1.18 ms -> ~850 IOPS (Tom's Hardware microSDHC
+            // review: 4 KiB random reads at most 3.4 MB/s; docs/DEVICES.md, microSD and eMMC).
             read_access_us: 850.0,
-            // suite.md 3.3: sequential read 15-20 MB/s for good class 6 cards.
+            // Tom's Hardware microSDHC review: sequential read 15-20 MB/s for good class 6 cards.
             read_mb_s: 18.0,
             // Class 6 guarantees 6 MB/s sequential writes; 8 MB/s is an estimate.
             write_mb_s: 8.0,
             erase_block_kib: 4096,
             open_blocks: 2,
             // Merging a 4 MiB allocation unit at ~16 MB/s internal copy rate: ~250 ms (estimate) -> 4 random
-            // writes/s, "a few KB/s" (suite.md 3.3).
+            // writes/s, "a few KB/s" as measured in Tom's Hardware microSDHC review (docs/DEVICES.md, microSD
+            // and eMMC).
             merge_ms: 250.0,
         }
     }

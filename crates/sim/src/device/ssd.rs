@@ -86,18 +86,20 @@ impl SsdConfig {
             queue_depth: 32,
             nr_requests: 64,
             max_sectors: 1024,
-            // suite.md 3.2: Marvell 88SS9174-class controller, 8 channels; 4 dies per channel is an estimate.
+            // Plextor M-series reviews: Marvell 88SS9174-class controller, 8 channels; 4 dies per channel is an
+            // estimate.
             channels: 8,
             dies_per_channel: 4,
             page_kib: 8,
-            // Estimates chosen so that QD1 4 KiB read = 11 + 70 + 8 + 10 = ~100 us (suite.md 3.2: ~10 K IOPS).
+            // Estimates chosen so that QD1 4 KiB read = 11 + 70 + 8 + 10 = ~100 us (client SATA SSDs of
+            // 2013-2015: under ~10 K IOPS at QD1; docs/DEVICES.md, SATA SSD).
             read_us: 70.0,
-            // 1 / 11 us = 90.9 K IOPS (suite.md 3.2: 90 883 measured 4 KiB QD32 reads).
+            // 1 / 11 us = 90.9 K IOPS (Tom's Hardware M5 Pro review: 90 883 measured 4 KiB QD32 reads).
             controller_read_us: 11.0,
-            // 1 / 11.9 us = 84 K IOPS (suite.md 3.2: 84 081 measured 4 KiB QD32 writes).
+            // 1 / 11.9 us = 84 K IOPS (Tom's Hardware M5 Pro review: 84 081 measured 4 KiB QD32 writes).
             controller_write_us: 11.9,
             base_latency_us: 10.0,
-            // suite.md 2.5: 515 MB/s sequential peak of S's Plextor.
+            // 515 MB/s sequential peak of the Plextor SSD S's bandwidth-latency defaults were tuned for.
             link_mb_s: 515.0,
             // Rated sequential write of the M5 Pro 256 GB (estimate from the 450 MB/s class rating).
             program_mb_s: 450.0,
