@@ -1,11 +1,11 @@
 //! Interleaved readers: N processes that together read one area sequentially, each taking every N-th block (S's
-//! `interleaved_io` test, `suite.md` §1.7: fio readers with `bs=16k`, `zonemode=strided`, zone size 16 KiB, reader
-//! *i* starting at *i*·16 KiB and skipping the (N−1) blocks the others read).
+//! `interleaved_io` test, docs/BENCHMARKS.md, interleaved: fio readers with `bs=16k`, `zonemode=strided`, zone size
+//! 16 KiB, reader *i* starting at *i*·16 KiB and skipping the (N−1) blocks the others read).
 //!
 //! This is the I/O of a virtual machine whose disk is served by several I/O threads of one emulator (QEMU/KVM):
 //! each thread looks seeky on its own, while their union is one sequential stream. A scheduler that idles for each
 //! process in turn (CFQ, BFQ) seeks between the threads' blocks unless it recognises them as cooperating and merges
-//! their queues (CFQ's close cooperators, BFQ's early queue merge, `schedulers.md`).
+//! their queues (CFQ's close cooperators, BFQ's early queue merge: `cfq_close_cooperator`, `bfq_setup_cooperator`).
 //!
 //! Reads are O_DIRECT by default: an emulator with `cache=none` bypasses the host page cache, so the device sees
 //! exactly the threads' blocks (with buffered reads the page cache and readahead would serve most of them and hide the
@@ -19,7 +19,7 @@ use bfq_sched::Time;
 
 /// Block size of S's interleaved readers, bytes (`bs=16k`, `zonesize=16k`).
 pub const S_INTERLEAVED_BS_BYTES: u64 = 16 << 10;
-/// Reader counts S runs the test with (`suite.md` §1.7: N = 3, 5, 6, 7, 9).
+/// Reader counts S runs the test with (N = 3, 5, 6, 7, 9; docs/BENCHMARKS.md, interleaved).
 pub const S_INTERLEAVED_READERS: [u32; 5] = [3, 5, 6, 7, 9];
 /// S's warm-up before measuring, ns (5 s).
 pub const S_INTERLEAVED_WARMUP_NS: Time = 5 * NS_PER_S;

@@ -2,10 +2,10 @@
 //! write the file sequentially, re-write it, read it, re-read it, phase after phase, one record at a time, and report
 //! each phase's bytes and duration ([`ProcessReport::phases`]).
 //!
-//! There is no iozone in S (`suite.md` §1.1); the reference tables (seed 003: `-s24g -r512 -i 0 -i 1 -t 1|10`) report
-//! Write, re-write, read, re-read in KiB/s. Simplifications: threads are independent processes, so unlike iozone's
-//! throughput mode they do not wait for each other between phases; iozone's "write" includes creating the file, which
-//! here is a file that starts empty ([`FileSpec::prewritten`] false).
+//! There is no iozone in S (docs/BENCHMARKS.md, iozone); the reference tables (seed 003: `-s24g -r512 -i 0 -i 1
+//! -t 1|10`) report Write, re-write, read, re-read in KiB/s. Simplifications: threads are independent processes, so
+//! unlike iozone's throughput mode they do not wait for each other between phases; iozone's "write" includes creating
+//! the file, which here is a file that starts empty ([`FileSpec::prewritten`] false).
 
 use crate::process::{
     Actions, Event, FileId, FileSpec, FlowSpec, IoMode, Op, PhaseReport, Placement, Process, ProcessReport,

@@ -1,6 +1,6 @@
 //! The noise process of S's video benchmark: every few seconds, read a small file with 1 MiB reads that bypass the
 //! cache (`dd if=smallfile of=/dev/null iflag=nocache bs=1M count=15`), optionally with a `sync` in parallel
-//! (`suite.md` §1.7).
+//! (docs/BENCHMARKS.md, video).
 //!
 //! `iflag=nocache` drops the file's pages after reading, so every round reaches the device; we issue O_DIRECT reads
 //! by default to get the same effect without a cache-drop operation.

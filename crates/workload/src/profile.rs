@@ -1,6 +1,7 @@
 //! Application start-up profiles: the files an application reads while starting and the ordered list of its reads,
 //! replayed by [`crate::startup::Startup`]; a text format to store them; and synthetic profiles whose statistics match
-//! the start-up traces of the S suite (`suite.md` §1.3 item 4; derivations in `docs/PROFILES.md`).
+//! the start-up traces of the S suite (docs/BENCHMARKS.md, start-up; derivations in docs/PROFILES.md, Synthetic
+//! profiles).
 //!
 //! # Text format (version 1)
 //!
@@ -559,7 +560,7 @@ pub fn generate(spec: &SyntheticSpec) -> Profile {
 /// Names accepted by [`synthetic`] (`oowriter` is an alias of `lowriter`).
 pub const SYNTHETIC_NAMES: [&str; 6] = ["bash", "xterm", "konsole", "gnome-terminal", "lowriter", "oowriter"];
 
-/// The spec of a named synthetic profile (targets from `suite.md` §1.3; see `docs/PROFILES.md`).
+/// The spec of a named synthetic profile (targets from S's start-up traces; docs/PROFILES.md, Synthetic profiles).
 pub fn synthetic_spec(name: &str) -> Option<SyntheticSpec> {
     Some(match name {
         // Estimate: a cold `bash -c exit` maps bash, ld.so, libc and libtinfo and reads a locale file or two.

@@ -1,6 +1,6 @@
 //! Application start-up: replays a [`Profile`] and measures the time from its start until its last read completes
 //! ([`ProcessReport::startup_ns`]), as S's `comm_startup_lat.sh` measures `time <command>` and its trace replayer
-//! replays recorded start-ups (`suite.md` §1.3).
+//! replays recorded start-ups (docs/BENCHMARKS.md, start-up).
 //!
 //! Replay rules: requests are issued in profile order; before each, the process thinks for the request's think time
 //! (measured from the moment it could go on: the previous request's issue for readahead, its completion for a sync

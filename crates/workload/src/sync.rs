@@ -1,10 +1,10 @@
 //! Periodic `sync`: S runs a background loop calling `sync` every 2 s whenever writers run, "to increase difficulty"
-//! (S@HEAD, start-up, video and throughput benchmarks; `suite.md` §1.2).
+//! (S@HEAD, start-up, video and throughput benchmarks; docs/BENCHMARKS.md, Workloads).
 
 use crate::process::{Actions, Event, FlowSpec, Op, Process, ProcessReport};
 use bfq_sched::Time;
 
-/// S's period between `sync` calls, ns (`suite.md` §1.2: "a background loop calls `sync` every 2 s").
+/// S's period between `sync` calls, ns (2 s; docs/BENCHMARKS.md, Workloads).
 pub const S_SYNC_PERIOD_NS: Time = 2_000_000_000;
 
 /// How the period is measured.

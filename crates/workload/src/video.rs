@@ -1,6 +1,6 @@
 //! A video player: reads a video file frame by frame, sequentially, one read at a time, keeping a read-ahead buffer
 //! of a few frames, and counts the frames whose data were not in memory by their display deadline as dropped (what
-//! mplayer `-framedrop` reports in S's `video_play_vs_comms.sh`, `suite.md` §1.7).
+//! mplayer `-framedrop` reports in S's `video_play_vs_comms.sh`; docs/BENCHMARKS.md, video).
 //!
 //! Timing model: the player starts reading at its start time `t0`; frame *i* (from 0) is due at
 //! `t0 + (buffer_frames + i) / fps`, i.e. playback begins once a full buffer's worth of time has passed. A frame is
@@ -17,13 +17,13 @@ use std::collections::VecDeque;
 
 use crate::fio::NS_PER_S;
 
-/// Length of the clip S plays, ns (`mplayer -endpos 20s`, S@HEAD, `suite.md` §1.7).
+/// Length of the clip S plays, ns (`mplayer -endpos 20s`, S@HEAD; docs/BENCHMARKS.md, video).
 pub const S_CLIP_DURATION_NS: Time = 20 * NS_PER_S;
 /// Where S starts playing, ns into the clip (`mplayer -ss 00:01:32`, S@HEAD).
 pub const S_CLIP_START_NS: Time = 92 * NS_PER_S;
-/// Frame rate of S's clip (a film trailer: 24 frames/s; estimate, the file's own rate is not recorded in suite.md).
+/// Frame rate of S's clip (a film trailer: 24 frames/s; estimate, the file's own rate is not recorded in S).
 pub const S_CLIP_FPS: u32 = 24;
-/// Bit rate of S's clip, bits/s (estimate for a 720p H.264 trailer; not recorded in suite.md).
+/// Bit rate of S's clip, bits/s (estimate for a 720p H.264 trailer; not recorded in S).
 pub const S_CLIP_BITRATE_BPS: u64 = 4_000_000;
 /// Default read-ahead buffer, frames (a demuxer keeps a few packets ahead of the decoder).
 pub const DEFAULT_BUFFER_FRAMES: u32 = 4;
