@@ -360,13 +360,112 @@ fn throughput(rs: &[RunResult], dev: &str, sched: &str, wl: &str) -> Option<f64>
     )
 }
 
-/// The checklist of the seeds' claims, each computed from `rs`.
+/// One claim of the seeds that the checklist checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim {
+    /// Short stable identifier, e.g. `startup-vs-cfq`.
+    pub id: &'static str,
+    /// Where the seeds make the claim (seed and figure).
+    pub source: &'static str,
+    /// The claim, in a sentence.
+    pub description: &'static str,
+    /// Evaluates the claim on the measurements: one checklist line per device, workload or run it applies to
+    /// (none when the measurements do not cover it).
+    pub check: fn(&Evidence) -> Vec<ChecklistItem>,
+}
+
+/// The seeds' claims, in checklist order.
+pub const CLAIMS: [Claim; 8] = [
+    Claim {
+        id: "startup-vs-cfq",
+        source: "seed 000; seed 004, figures 2 and 5",
+        description: "xterm starts 5-14x faster with bfq than with cfq under heavy workloads on the Seagate HDD and \
+                      its RAID1",
+        check: startup_vs_cfq,
+    },
+    Claim {
+        id: "startup-near-idle",
+        source: "seeds 000, 001 and 004, start-up figures",
+        description: "with bfq an application starts within 1.5x of its idle time under every workload (the heavy \
+                      application: every one but 5r5w-seq)",
+        check: startup_near_idle,
+    },
+    Claim {
+        id: "hdd-seq-throughput",
+        source: "seed 004, HDD throughput figures",
+        description: "with sequential workloads on HDDs bfq's throughput is at least cfq's and above deadline's and \
+                      noop's",
+        check: hdd_seq_throughput,
+    },
+    Claim {
+        id: "hdd-rand-throughput",
+        source: "seed 004, figure 1",
+        description: "with 10 random readers on HDDs bfq reaches about half the others' throughput",
+        check: hdd_rand_throughput,
+    },
+    Claim {
+        id: "ssd-throughput-loss",
+        source: "seed 004, figure 7",
+        description: "on the SSD bfq loses at most 0.05% of the best throughput with sequential readers and at most \
+                      6% with random ones",
+        check: ssd_throughput_loss,
+    },
+    Claim {
+        id: "fairness-by-weight",
+        source: "seed 000",
+        description: "bfq distributes throughput by weight, independently of the disk zone of the files",
+        check: fairness_by_weight,
+    },
+    Claim {
+        id: "heavy-app-x",
+        source: "seed 004, figures 3 and 6; seed 001 (lowriter, Hitachi HDD)",
+        description: "on the HDDs the heavy application does not start within 60 s with cfq, deadline or noop under \
+                      any heavy workload",
+        check: heavy_app_x,
+    },
+    Claim {
+        id: "iozone-one-thread",
+        source: "seed 003, test 1",
+        description: "with one iozone thread the schedulers are within 9.6% of each other in every phase",
+        check: iozone_one_thread,
+    },
+];
+
+/// The measurements the claims are evaluated on, with the devices in first-seen order.
+pub struct Evidence<'a> {
+    /// Every run.
+    pub runs: &'a [RunResult],
+    /// Devices of the runs, first-seen order.
+    pub devices: Vec<String>,
+}
+
+impl<'a> Evidence<'a> {
+    /// The evidence of `runs`.
+    pub fn new(runs: &'a [RunResult]) -> Evidence<'a> {
+        Evidence {
+            runs,
+            devices: distinct(runs.iter().map(|r| r.device.clone())),
+        }
+    }
+
+    /// The devices that are rotational disks or arrays of them (names with `hdd` or `raid`).
+    fn hdds(&self) -> impl Iterator<Item = &String> {
+        self.devices.iter().filter(|d| d.contains("hdd") || d.contains("raid"))
+    }
+}
+
+/// The checklist of the seeds' claims: every claim of [`CLAIMS`] evaluated on `rs`, in table order.
 pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
+    let evidence = Evidence::new(rs);
+    CLAIMS.iter().flat_map(|claim| (claim.check)(&evidence)).collect()
+}
+
+/// Start-up with bfq 5-14x lower than with cfq under heavy loads.
+fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
     let mut out = Vec::new();
-    let devices = distinct(rs.iter().map(|r| r.device.clone()));
-    let is_hdd = |d: &str| d.contains("hdd") || d.contains("raid");
-    // 1. Start-up with bfq 5-14x lower than with cfq under heavy loads (000, 004 figures 2, 5).
-    for dev in devices
+    for dev in ev
+        .devices
         .iter()
         .filter(|d| d.as_str() == "seagate-hdd" || d.as_str() == "seagate-raid1")
     {
@@ -391,7 +490,13 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             ));
         }
     }
-    // 2. bfq start-up close to idle (within 1.5x) under every workload, except 5r5w-seq for the heavy application.
+    out
+}
+
+/// bfq start-up close to idle (within 1.5x) under every workload, except 5r5w-seq for the heavy application.
+fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
     let bfq_startups = || rs.iter().filter(|r| r.benchmark == "startup" && r.scheduler == "bfq");
     let apps = distinct(bfq_startups().filter_map(|r| r.app.clone().map(|a| (r.device.clone(), a))));
     for (dev, app) in &apps {
@@ -425,8 +530,14 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             format!("{} workloads checked", ratios.len()),
         ));
     }
-    // 3. Throughput with sequential workloads on HDDs at least that of cfq and above deadline and noop.
-    for dev in devices.iter().filter(|d| is_hdd(d)) {
+    out
+}
+
+/// Throughput with sequential workloads on HDDs at least that of cfq and above deadline and noop.
+fn hdd_seq_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev.hdds() {
         for wl in ["10r-seq", "5r5w-seq"] {
             let Some(b) = throughput(rs, dev, "bfq", wl) else {
                 continue;
@@ -451,8 +562,14 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             ));
         }
     }
-    // 4. bfq's lower throughput with 10r-rand on HDDs, about half the others' (004 figure 1), stated honestly.
-    for dev in devices.iter().filter(|d| is_hdd(d)) {
+    out
+}
+
+/// bfq's lower throughput with 10r-rand on HDDs, about half the others', stated honestly.
+fn hdd_rand_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev.hdds() {
         let Some(b) = throughput(rs, dev, "bfq", "10r-rand") else {
             continue;
         };
@@ -473,8 +590,14 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             format!("bfq {b:.2} MB/s, cfq/deadline/noop mean {o:.2} MB/s"),
         ));
     }
-    // 5. On the SSD, throughput loss at most 0.05% with sequential readers and at most 6% with random ones.
-    for dev in devices.iter().filter(|d| d.contains("ssd")) {
+    out
+}
+
+/// On the SSD, throughput loss at most 0.05% with sequential readers and at most 6% with random ones.
+fn ssd_throughput_loss(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev.devices.iter().filter(|d| d.contains("ssd")) {
         for (wl, limit) in [("10r-seq", 0.05), ("10r-rand", 6.0)] {
             let Some(b) = throughput(rs, dev, "bfq", wl) else {
                 continue;
@@ -494,9 +617,18 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             ));
         }
     }
-    // 6. Throughput distributed by weight independently of zone (000).
-    // CFQ's fairness runs are in the report for contrast (it shares time, not sectors); only BFQ's are a claim.
-    for r in rs.iter().filter(|r| r.benchmark == "fairness" && r.scheduler == "bfq") {
+    out
+}
+
+/// Throughput distributed by weight independently of zone. CFQ's fairness runs are in the report for contrast (it
+/// shares time, not sectors); only BFQ's are a claim.
+fn fairness_by_weight(ev: &Evidence) -> Vec<ChecklistItem> {
+    let mut out = Vec::new();
+    for r in ev
+        .runs
+        .iter()
+        .filter(|r| r.benchmark == "fairness" && r.scheduler == "bfq")
+    {
         let err = r.extra.get("max_share_error_pct").copied().unwrap_or(f64::NAN);
         let shares: Vec<String> = (0..)
             .map_while(|i| r.extra.get(&format!("share_{i}_pct")).map(|s| format!("{s:.1}%")))
@@ -518,9 +650,15 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             format!("shares {}", shares.join(" / ")),
         ));
     }
-    // 7. The heavy application on the HDDs: with cfq, deadline and noop it does not start within 60 s under any
-    // heavy workload (seed 004 figures 3 and 6, seed 001 for lowriter on the Hitachi HDD).
-    for dev in devices.iter().filter(|d| is_hdd(d)) {
+    out
+}
+
+/// The heavy application on the HDDs: with cfq, deadline and noop it does not start within 60 s under any heavy
+/// workload.
+fn heavy_app_x(ev: &Evidence) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev.hdds() {
         for app in ["oowriter", "lowriter"] {
             let cells: Vec<(String, &str, Option<f64>)> = HEAVY
                 .iter()
@@ -553,36 +691,92 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             ));
         }
     }
-    // 8. iozone with one thread: the schedulers hardly differ (seed 003: per phase, the slowest within 9.6% of the
-    // fastest, the largest spread being re-write's).
+    out
+}
+
+/// iozone with one thread: the schedulers hardly differ (per phase, the slowest within 9.6% of the fastest, the
+/// largest spread being re-write's).
+fn iozone_one_thread(ev: &Evidence) -> Vec<ChecklistItem> {
     let phases = crate::report::table::IOZONE_PHASES;
-    let one: Vec<&RunResult> = rs
+    let one: Vec<&RunResult> = ev
+        .runs
         .iter()
         .filter(|r| r.benchmark == "iozone" && r.workload == "1-thread")
         .collect();
-    if !one.is_empty() {
-        let mut worst = (0.0f64, "");
-        for (key, name) in phases {
-            let v: Vec<f64> = one.iter().filter_map(|r| r.extra.get(key).copied()).collect();
-            let (lo, hi) = v
-                .iter()
-                .fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
-            if hi > 0.0 {
-                let spread = (1.0 - lo / hi) * 100.0;
-                if spread >= worst.0 {
-                    worst = (spread, name);
-                }
+    if one.is_empty() {
+        return Vec::new();
+    }
+    let mut worst = (0.0f64, "");
+    for (key, name) in phases {
+        let v: Vec<f64> = one.iter().filter_map(|r| r.extra.get(key).copied()).collect();
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        if hi > 0.0 {
+            let spread = (1.0 - lo / hi) * 100.0;
+            if spread >= worst.0 {
+                worst = (spread, name);
             }
         }
-        out.push(ChecklistItem::new(
-            format!(
-                "iozone with 1 thread on {}: schedulers within {:.1}% of each other in every phase (largest: {}) \
-                 (seed 003: hardly any difference, at most 9.6%)",
-                one[0].device, worst.0, worst.1
-            ),
-            worst.0 <= 9.6,
-            format!("{} schedulers", distinct(one.iter().map(|r| r.scheduler.clone())).len()),
-        ));
     }
-    out
+    vec![ChecklistItem::new(
+        format!(
+            "iozone with 1 thread on {}: schedulers within {:.1}% of each other in every phase (largest: {}) \
+             (seed 003: hardly any difference, at most 9.6%)",
+            one[0].device, worst.0, worst.1
+        ),
+        worst.0 <= 9.6,
+        format!("{} schedulers", distinct(one.iter().map(|r| r.scheduler.clone())).len()),
+    )]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::testdata::sample_results;
+
+    #[test]
+    fn claim_ids_are_unique_and_every_claim_names_its_source() {
+        let ids: Vec<&str> = CLAIMS.iter().map(|c| c.id).collect();
+        assert_eq!(distinct(ids.iter()).len(), ids.len(), "{ids:?}");
+        for c in &CLAIMS {
+            assert!(c.source.starts_with("seed"), "{}: {}", c.id, c.source);
+            assert!(!c.description.is_empty(), "{}", c.id);
+        }
+    }
+
+    #[test]
+    fn checklist_is_the_claims_table_in_order() {
+        let rs = sample_results();
+        let ev = Evidence::new(&rs);
+        let per_claim: Vec<(&str, Vec<ChecklistItem>)> = CLAIMS.iter().map(|c| (c.id, (c.check)(&ev))).collect();
+        let counts: Vec<(&str, usize)> = per_claim.iter().map(|(id, items)| (*id, items.len())).collect();
+        assert_eq!(
+            counts,
+            [
+                ("startup-vs-cfq", 3),
+                ("startup-near-idle", 1),
+                ("hdd-seq-throughput", 2),
+                ("hdd-rand-throughput", 1),
+                ("ssd-throughput-loss", 0),
+                ("fairness-by-weight", 0),
+                ("heavy-app-x", 0),
+                ("iozone-one-thread", 0),
+            ]
+        );
+        let flat: Vec<ChecklistItem> = per_claim.into_iter().flat_map(|(_, items)| items).collect();
+        assert_eq!(checklist(&rs), flat);
+        // bfq 4-14x faster than cfq under 10r-seq, 10r-rand and 5r5w-seq; 2-3x idle (fails 1.5x); sequential
+        // throughput above cfq and deadline; 10r-rand at ~108% of the others (fails "about half").
+        let pass: Vec<bool> = flat.iter().map(|i| i.pass).collect();
+        assert_eq!(pass, [true, true, true, false, true, true, false]);
+        assert!(
+            flat[0]
+                .text
+                .starts_with("xterm start-up under 10r-seq, seagate-hdd: bfq"),
+            "{}",
+            flat[0].text
+        );
+        assert!(checklist(&[]).is_empty());
+    }
 }
