@@ -182,124 +182,124 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
     Plan { jobs, skipped }
 }
 
+/// The seed figure or table behind each (benchmark, device, application) group of report figures, in report order;
+/// throughput rows label the aggregate-throughput figure, start-up rows the start-up-time figure, others every
+/// figure of the group.
+const FIGURE_SOURCES: [(&str, &str, Option<&str>, &str); 21] = [
+    (
+        "throughput",
+        "seagate-hdd",
+        None,
+        "seed 004, figure 1 (Seagate HDD throughput)",
+    ),
+    (
+        "startup",
+        "seagate-hdd",
+        Some("xterm"),
+        "seed 004, figure 2; seed 000 (xterm start-up 5-14x lower than with cfq)",
+    ),
+    (
+        "startup",
+        "seagate-hdd",
+        Some("oowriter"),
+        "seed 004, figure 3 (oowriter start-up)",
+    ),
+    (
+        "startup",
+        "seagate-hdd",
+        Some("bash"),
+        "seed 000 (bash -c exit start-up under heavy workloads)",
+    ),
+    (
+        "startup",
+        "seagate-hdd",
+        Some("konsole"),
+        "seed 000 (konsole start-up under heavy workloads)",
+    ),
+    (
+        "throughput",
+        "seagate-raid1",
+        None,
+        "seed 004, figure 4 (RAID1 throughput)",
+    ),
+    ("startup", "seagate-raid1", Some("xterm"), "seed 004, figure 5"),
+    ("startup", "seagate-raid1", Some("oowriter"), "seed 004, figure 6"),
+    (
+        "throughput",
+        "plextor-ssd",
+        None,
+        "seed 004, figure 7 (Plextor SSD throughput)",
+    ),
+    (
+        "startup",
+        "plextor-ssd",
+        Some("xterm"),
+        "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
+    ),
+    (
+        "startup",
+        "plextor-ssd",
+        Some("oowriter"),
+        "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
+    ),
+    ("startup", "plextor-ssd", Some("bash"), "seed 001 (Plextor SSD, bash)"),
+    (
+        "throughput",
+        "toshiba-1.8-hdd",
+        None,
+        "seed 004, figure 10 (1.8-inch Toshiba HDD)",
+    ),
+    ("startup", "toshiba-1.8-hdd", Some("xterm"), "seed 004, figure 11"),
+    (
+        "throughput",
+        "transcend-microsd",
+        None,
+        "seed 004, figure 12 (microSDHC)",
+    ),
+    ("startup", "transcend-microsd", Some("xterm"), "seed 004, figure 13"),
+    ("throughput", "sandisk-emmc", None, "seed 004, figure 14 (eMMC)"),
+    ("startup", "sandisk-emmc", Some("xterm"), "seed 004, figure 15"),
+    (
+        "fairness",
+        "seagate-hdd",
+        None,
+        "seed 000 (throughput distributed as desired, independently of ZBR)",
+    ),
+    (
+        "video",
+        "seagate-hdd",
+        None,
+        "not in the seeds: S's video test (seed 004 mentions frame-drop results without numbers)",
+    ),
+    (
+        "interleaved",
+        "seagate-hdd",
+        None,
+        "not in the seeds: S's interleaved_io test (cooperating readers)",
+    ),
+];
+
 /// Which seed figure or table each report figure reproduces, for [`crate::report::ReportMeta::sources`].
 pub fn sources() -> Vec<SourceNote> {
-    let t = Quantity::AggregateThroughput;
-    let st = Quantity::StartupTime;
-    let mut out = vec![
-        SourceNote::new(
-            "throughput",
-            "seagate-hdd",
-            None,
-            "seed 004, figure 1 (Seagate HDD throughput)",
-        )
-        .only(t.clone()),
-        SourceNote::new(
-            "startup",
-            "seagate-hdd",
-            Some("xterm"),
-            "seed 004, figure 2; seed 000 (xterm start-up 5-14x lower than with cfq)",
-        )
-        .only(st.clone()),
-        SourceNote::new(
-            "startup",
-            "seagate-hdd",
-            Some("oowriter"),
-            "seed 004, figure 3 (oowriter start-up)",
-        )
-        .only(st.clone()),
-        SourceNote::new(
-            "startup",
-            "seagate-hdd",
-            Some("bash"),
-            "seed 000 (bash -c exit start-up under heavy workloads)",
-        )
-        .only(st.clone()),
-        SourceNote::new(
-            "startup",
-            "seagate-hdd",
-            Some("konsole"),
-            "seed 000 (konsole start-up under heavy workloads)",
-        )
-        .only(st.clone()),
-        SourceNote::new(
-            "throughput",
-            "seagate-raid1",
-            None,
-            "seed 004, figure 4 (RAID1 throughput)",
-        )
-        .only(t.clone()),
-        SourceNote::new("startup", "seagate-raid1", Some("xterm"), "seed 004, figure 5").only(st.clone()),
-        SourceNote::new("startup", "seagate-raid1", Some("oowriter"), "seed 004, figure 6").only(st.clone()),
-        SourceNote::new(
-            "throughput",
-            "plextor-ssd",
-            None,
-            "seed 004, figure 7 (Plextor SSD throughput)",
-        )
-        .only(t.clone()),
-        SourceNote::new(
-            "startup",
-            "plextor-ssd",
-            Some("xterm"),
-            "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
-        )
-        .only(st.clone()),
-        SourceNote::new(
-            "startup",
-            "plextor-ssd",
-            Some("oowriter"),
-            "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
-        )
-        .only(st.clone()),
-        SourceNote::new("startup", "plextor-ssd", Some("bash"), "seed 001 (Plextor SSD, bash)").only(st.clone()),
-        SourceNote::new(
-            "throughput",
-            "toshiba-1.8-hdd",
-            None,
-            "seed 004, figure 10 (1.8-inch Toshiba HDD)",
-        )
-        .only(t.clone()),
-        SourceNote::new("startup", "toshiba-1.8-hdd", Some("xterm"), "seed 004, figure 11").only(st.clone()),
-        SourceNote::new(
-            "throughput",
-            "transcend-microsd",
-            None,
-            "seed 004, figure 12 (microSDHC)",
-        )
-        .only(t.clone()),
-        SourceNote::new("startup", "transcend-microsd", Some("xterm"), "seed 004, figure 13").only(st.clone()),
-        SourceNote::new("throughput", "sandisk-emmc", None, "seed 004, figure 14 (eMMC)").only(t.clone()),
-        SourceNote::new("startup", "sandisk-emmc", Some("xterm"), "seed 004, figure 15").only(st.clone()),
-        SourceNote::new(
-            "fairness",
-            "seagate-hdd",
-            None,
-            "seed 000 (throughput distributed as desired, independently of ZBR)",
-        ),
-        SourceNote::new(
-            "video",
-            "seagate-hdd",
-            None,
-            "not in the seeds: S's video test (seed 004 mentions frame-drop results without numbers)",
-        ),
-        SourceNote::new(
-            "interleaved",
-            "seagate-hdd",
-            None,
-            "not in the seeds: S's interleaved_io test (cooperating readers)",
-        ),
-    ];
+    let note = |benchmark: &str, device: &str, app: Option<&str>, text: String| {
+        let n = SourceNote::new(benchmark, device, app, text);
+        match benchmark {
+            "throughput" => n.only(Quantity::AggregateThroughput),
+            "startup" => n.only(Quantity::StartupTime),
+            _ => n,
+        }
+    };
+    let mut out: Vec<SourceNote> = FIGURE_SOURCES
+        .iter()
+        .map(|&(benchmark, device, app, text)| note(benchmark, device, app, text.to_string()))
+        .collect();
     for app in ["bash", "xterm", "lowriter"] {
-        out.push(
-            SourceNote::new(
-                "startup",
-                "hitachi-hdd",
-                Some(app),
-                format!("seed 001 (Hitachi HDD, {app})"),
-            )
-            .only(st.clone()),
-        );
+        out.push(note(
+            "startup",
+            "hitachi-hdd",
+            Some(app),
+            format!("seed 001 (Hitachi HDD, {app})"),
+        ));
     }
     for (key, _) in crate::report::table::IOZONE_PHASES {
         out.push(
