@@ -2,12 +2,13 @@
 //! seeds' claims computed from the measurements.
 
 use crate::benchmarks::Zones;
-use crate::report::{ChecklistItem, Quantity, SourceNote};
+use crate::report::{is_idle_workload, ChecklistItem, Quantity, SourceNote};
 use crate::result::RunResult;
 use crate::scenario::Era;
 use crate::suite::{default_throughput_duration, Work};
 pub use crate::suite::{run_all, Job};
 use crate::target::Target;
+use bfq_workload::workloads::WorkloadSpec;
 
 /// Every scheduler the seeds and modern users compare, in report order.
 pub const SCHEDULERS: [&str; 7] = ["bfq", "cfq", "deadline", "noop", "anticipatory", "mq-deadline", "kyber"];
@@ -331,6 +332,12 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
+/// Whether a result's workload `label` is the background workload `name`, both read by [`WorkloadSpec::parse`]
+/// (`10r-seq` = `10r0w-seq`, `idle` = `0r0w`); labels that are not background workloads match nothing.
+fn same_workload(label: &str, name: &str) -> bool {
+    matches!((WorkloadSpec::parse(label), WorkloadSpec::parse(name)), (Ok(a), Ok(b)) if a == b)
+}
+
 /// Mean start-up over repetitions, `None` if any repetition timed out or there is no run.
 fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Option<Option<f64>> {
     let runs: Vec<&RunResult> = rs
@@ -340,7 +347,7 @@ fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Opt
                 && r.device == dev
                 && r.scheduler == sched
                 && r.app.as_deref() == Some(app)
-                && r.workload == wl
+                && same_workload(&r.workload, wl)
         })
         .collect();
     if runs.is_empty() {
@@ -355,7 +362,9 @@ fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Opt
 fn throughput(rs: &[RunResult], dev: &str, sched: &str, wl: &str) -> Option<f64> {
     mean(
         rs.iter()
-            .filter(|r| r.benchmark == "throughput" && r.device == dev && r.scheduler == sched && r.workload == wl)
+            .filter(|r| {
+                r.benchmark == "throughput" && r.device == dev && r.scheduler == sched && same_workload(&r.workload, wl)
+            })
             .map(|r| r.throughput_mbps),
     )
 }
@@ -500,7 +509,7 @@ fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
     let bfq_startups = || rs.iter().filter(|r| r.benchmark == "startup" && r.scheduler == "bfq");
     let apps = distinct(bfq_startups().filter_map(|r| r.app.clone().map(|a| (r.device.clone(), a))));
     for (dev, app) in &apps {
-        let Some(Some(idle)) = startup(rs, dev, "bfq", app, "0r0w") else {
+        let Some(Some(idle)) = startup(rs, dev, "bfq", app, "idle") else {
             continue;
         };
         let heavy_app = app == "oowriter" || app == "lowriter";
@@ -508,7 +517,7 @@ fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
             bfq_startups()
                 .filter(|r| &r.device == dev && r.app.as_ref() == Some(app))
                 .map(|r| r.workload.clone())
-                .filter(|w| w != "0r0w" && !(heavy_app && w == "5r5w-seq")),
+                .filter(|w| !(is_idle_workload(w) || (heavy_app && same_workload(w, "5r5w-seq")))),
         );
         // Ratio to idle per workload; a timeout (X) ranks as the worst.
         let ratios: Vec<(String, Option<f64>)> = workloads
@@ -743,6 +752,15 @@ mod tests {
             assert!(c.source.starts_with("seed"), "{}: {}", c.id, c.source);
             assert!(!c.description.is_empty(), "{}", c.id);
         }
+    }
+
+    #[test]
+    fn workloads_match_by_meaning_not_spelling() {
+        assert!(same_workload("10r-seq", "10r0w-seq"));
+        assert!(same_workload("0r0w", "idle"));
+        assert!(!same_workload("10r-seq", "10r-rand"));
+        // Labels of other benchmarks are not background workloads: they match nothing, not even themselves.
+        assert!(!same_workload("1-thread", "1-thread"));
     }
 
     #[test]
