@@ -3,7 +3,8 @@
 //!
 //! The interval is the two-sided Student-t interval `avg ± t(0.995, n-1) · s / √n`, with `s` the sample standard
 //! deviation (n − 1 in the denominator). S's own script (`calc_avg_and_co.sh`) prints a different half-width
-//! because of a quirk; [`Summary::s_quirk_half_width`] reproduces it for comparison only.
+//! because of a quirk (docs/BENCHMARKS.md, Reports); [`Summary::s_quirk_half_width`] reproduces it for comparison
+//! only.
 
 use serde::Serialize;
 

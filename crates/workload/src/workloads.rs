@@ -1,4 +1,4 @@
-//! The named background workloads of the S suite (docs/BENCHMARKS.md, throughput): `idle` (`0r0w`), `1r-seq`,
+//! The named background workloads of the S suite (docs/BENCHMARKS.md, Workloads): `idle` (`0r0w`), `1r-seq`,
 //! `10r-seq`, `10r-rand`, `5r5w-seq`, `5r5w-rand`, and generally `<N>r<M>w-seq|rand` (parsed by [`WorkloadSpec`]):
 //! N greedy fio readers and M greedy fio writers with fio's defaults (4 KiB buffered synchronous I/O, depth 1), plus,
 //! where the settings say so, a write-rate cap and a periodic `sync`.
