@@ -5,7 +5,9 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod cmdline;
 mod loopdev;
+mod progress;
 mod record;
 mod suite_cmd;
 
@@ -96,15 +98,13 @@ struct RunArgs {
 }
 
 fn run_one(a: RunArgs) -> Result<()> {
-    if !(a.duration > 0.0 && a.duration <= 86_400.0) {
-        bail!("--duration {} is out of range: give seconds in (0, 86400]", a.duration);
-    }
+    let duration = bfq_suite::limits::duration_ns(a.duration)?;
     let mut sc = bfq_suite::scenario::SimScenario::new(&a.device, &a.sched, &a.workload);
     sc.app = a.app;
     sc.seed = a.seed;
     sc.tunables = a.tune;
     sc.era = bfq_suite::scenario::Era::parse(&a.profile)?;
-    sc.duration = (a.duration * 1e9) as u64;
+    sc.duration = duration;
     sc.time_policy = a.cpu_time;
     let r = bfq_suite::scenario::run_sim(&sc)?;
     if a.json {
@@ -197,53 +197,13 @@ struct ReproduceArgs {
     cpu_time: bool,
 }
 
-fn reproduce(a: ReproduceArgs) -> Result<()> {
-    use bfq_suite::reproduce::{checklist, plan, run_all};
-    use std::io::{IsTerminal, Write};
-    let reps = a.reps.unwrap_or(if a.quick { 1 } else { 2 });
-    if reps == 0 || reps > 100 {
-        bail!("--reps {reps} is out of range: give 1..=100");
-    }
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if jobs == 0 {
-        bail!("--jobs 0: give at least 1 worker thread");
-    }
-    let mut p = plan(a.quick, reps, a.seed);
-    for j in &mut p.jobs {
-        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
-    }
-    for s in &p.skipped {
-        eprintln!("skipping scheduler {s}: not implemented yet");
-    }
-    eprintln!("running {} simulations on {jobs} threads", p.jobs.len());
-    let tty = std::io::stderr().is_terminal();
-    let start = std::time::Instant::now();
-    let progress = |done: usize, total: usize| {
-        if tty {
-            let width = 40;
-            let filled = done * width / total.max(1);
-            eprint!(
-                "\r[{}{}] {done}/{total}",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            let _ = std::io::stderr().flush();
-        }
-    };
-    let results = run_all(&p.jobs, jobs, &progress);
-    if tty {
-        eprintln!();
-    }
-    let mut ok = Vec::new();
-    for r in results {
-        match r {
-            Ok(r) => ok.push(r),
-            Err(e) => bail!("a simulation failed: {e}"),
-        }
-    }
-    let items = checklist(&ok);
+/// The command recorded in the `bfq reproduce` report: the options that decide its contents (`--quick`, the
+/// repetitions, the seed, `--cpu-time`), not `--out` or `--jobs`.
+///
+/// Unlike `bfq suite`, which records its real arguments ([`cmdline::from_env`]), the reproduce report names this
+/// normalised form: `report.html` is pinned byte for byte by the `reproduce_digest` test, whose real arguments
+/// include a temporary `--out` directory.
+fn reproduce_command(a: &ReproduceArgs, reps: u32) -> String {
     let mut command = String::from("bfq reproduce");
     if a.quick {
         command.push_str(" --quick");
@@ -252,9 +212,39 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     if a.cpu_time {
         command.push_str(" --cpu-time");
     }
+    command
+}
+
+fn reproduce(a: ReproduceArgs) -> Result<()> {
+    use bfq_suite::reproduce::{checklist, plan, run_all};
+    let reps = bfq_suite::limits::reps(a.reps.unwrap_or(if a.quick { 1 } else { 2 }))?;
+    let jobs = bfq_suite::limits::jobs(
+        a.jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    )?;
+    let mut p = plan(a.quick, reps, a.seed);
+    for j in &mut p.jobs {
+        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
+    }
+    for s in &p.skipped {
+        eprintln!("skipping scheduler {s}: not implemented yet");
+    }
+    eprintln!("running {} simulations on {jobs} threads", p.jobs.len());
+    let start = std::time::Instant::now();
+    let bar = progress::Bar::stderr();
+    let results = run_all(&p.jobs, jobs, &|done, total| bar.update(done, total));
+    bar.finish();
+    let mut ok = Vec::new();
+    for r in results {
+        match r {
+            Ok(r) => ok.push(r),
+            Err(e) => bail!("a simulation failed: {e}"),
+        }
+    }
+    let items = checklist(&ok);
     let meta = bfq_suite::report::ReportMeta {
         sources: bfq_suite::reproduce::sources(),
-        ..bfq_suite::report::ReportMeta::new(command, a.seed)
+        ..bfq_suite::report::ReportMeta::new(reproduce_command(&a, reps), a.seed)
     };
     let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;

@@ -71,7 +71,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => v * 60.0,
         _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s or m)")),
     };
-    if !(secs > 0.0 && secs <= 86_400.0) {
+    if !(secs > 0.0 && secs <= bfq_suite::limits::MAX_DURATION_S) {
         return Err(format!("`{s}` is out of range: give more than 0 and at most 24 h"));
     }
     Ok(Duration::from_secs_f64(secs))

@@ -1,11 +1,12 @@
 //! `bfq suite <benchmark>`: one benchmark on one or more targets, with the same reports as `bfq reproduce`.
 
-use anyhow::{anyhow, bail, Result};
+use crate::{cmdline, progress};
+use anyhow::{anyhow, Result};
+use bfq_suite::limits;
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::Era;
 use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, SuiteConfig};
 use bfq_suite::target::Target;
-use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 /// Shown after `bfq suite --help`.
@@ -117,19 +118,11 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         Some(r) => Some(
             r.trim()
                 .parse::<u32>()
-                .map_err(|_| anyhow!("--reps '{r}' is not a number: give 1..=100"))?,
+                .map_err(|_| anyhow!("--reps '{r}' is not a number: give 1..={}", limits::MAX_REPS))?,
         ),
     };
-    let duration = match a.duration {
-        None => None,
-        Some(d) if d > 0.0 && d <= 86_400.0 => Some((d * 1e9) as u64),
-        Some(d) => bail!("--duration {d} is out of range: give seconds in (0, 86400]"),
-    };
-    let file_size = match a.file_size {
-        None => None,
-        Some(m) if (1..=1 << 20).contains(&m) => Some(m << 20),
-        Some(m) => bail!("--file-size {m} is out of range: give MiB in 1..=1048576"),
-    };
+    let duration = a.duration.map(limits::duration_ns).transpose()?;
+    let file_size = a.file_size.map(limits::iozone_file_bytes).transpose()?;
     let era = a.profile.as_deref().map(Era::parse).transpose()?;
     Ok(SuiteConfig {
         benchmark,
@@ -150,16 +143,8 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
 
 /// The options of the real targets, checked.
 fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
-    let file_scale = match a.file_scale {
-        None => 1.0,
-        Some(f) if f > 0.0 && f <= 1.0 => f,
-        Some(f) => bail!("--file-scale {f} is out of range: give a factor in (0, 1]"),
-    };
-    let warmup = match a.warmup {
-        None => None,
-        Some(w) if (0.0..=600.0).contains(&w) => Some((w * 1e9) as u64),
-        Some(w) => bail!("--warmup {w} is out of range: give seconds in [0, 600]"),
-    };
+    let file_scale = a.file_scale.map(limits::file_scale).transpose()?.unwrap_or(1.0);
+    let warmup = a.warmup.map(limits::warmup_ns).transpose()?;
     Ok(RealOptions {
         allow_device: a.allow_device,
         app_cmd: a.app_cmd.clone(),
@@ -168,65 +153,14 @@ fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
     })
 }
 
-/// The command line to record in the report.
-fn command_line(a: &SuiteArgs, cfg: &SuiteConfig) -> String {
-    let mut c = format!("bfq suite {}", cfg.benchmark.name());
-    let targets: Vec<String> = cfg.targets.iter().map(Target::to_string).collect();
-    c.push_str(&format!(
-        " --target {} --sched {}",
-        targets.join(","),
-        cfg.schedulers.join(",")
-    ));
-    if let Some(w) = &cfg.workloads {
-        c.push_str(&format!(" --workloads {}", w.join(",")));
-    }
-    if let Some(apps) = &cfg.apps {
-        c.push_str(&format!(" --apps {}", apps.join(",")));
-    }
-    if let Some(r) = cfg.reps {
-        c.push_str(&format!(" --reps {r}"));
-    }
-    if let Some(p) = &a.profile {
-        c.push_str(&format!(" --profile {p}"));
-    }
-    for t in &cfg.tunables {
-        c.push_str(&format!(" --tune {t}"));
-    }
-    if let Some(d) = a.duration {
-        c.push_str(&format!(" --duration {d}"));
-    }
-    if let Some(m) = a.file_size {
-        c.push_str(&format!(" --file-size {m}"));
-    }
-    if a.cpu_time {
-        c.push_str(" --cpu-time");
-    }
-    if a.allow_device {
-        c.push_str(" --allow-device");
-    }
-    if let Some(cmd) = &a.app_cmd {
-        c.push_str(&format!(" --app-cmd '{cmd}'"));
-    }
-    if let Some(f) = a.file_scale {
-        c.push_str(&format!(" --file-scale {f}"));
-    }
-    if let Some(w) = a.warmup {
-        c.push_str(&format!(" --warmup {w}"));
-    }
-    c.push_str(&format!(" --seed {}", cfg.seed));
-    c
-}
-
 /// Runs `bfq suite`.
 pub fn run(a: SuiteArgs) -> Result<()> {
     let cfg = config(&a)?;
     let jobs = plan(&cfg)?;
-    let threads = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if threads == 0 {
-        bail!("--jobs 0: give at least 1 worker thread");
-    }
+    let threads = limits::jobs(
+        a.jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    )?;
     // Real targets measure wall-clock time on a real device: their runs must not overlap each other or anything else.
     let real = cfg.targets.iter().any(|t| !matches!(t, Target::Sim(_)));
     let threads = if real { 1 } else { threads };
@@ -240,28 +174,14 @@ pub fn run(a: SuiteArgs) -> Result<()> {
         jobs.len(),
         cfg.targets.len()
     );
-    let tty = std::io::stderr().is_terminal();
     let start = std::time::Instant::now();
-    let progress = |done: usize, total: usize| {
-        if tty {
-            let width = 40;
-            let filled = done * width / total.max(1);
-            eprint!(
-                "\r[{}{}] {done}/{total}",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            let _ = std::io::stderr().flush();
-        }
-    };
-    let results = run_jobs(&jobs, threads, &progress);
-    if tty {
-        eprintln!();
-    }
+    let bar = progress::Bar::stderr();
+    let results = run_jobs(&jobs, threads, &|done, total| bar.update(done, total));
+    bar.finish();
     let results = results?;
     let meta = ReportMeta {
         title: format!("bfq suite: {}", cfg.benchmark.name()),
-        ..ReportMeta::new(command_line(&a, &cfg), cfg.seed)
+        ..ReportMeta::new(cmdline::from_env(), cfg.seed)
     };
     let files = write_all(&out, &results, &meta, &[])
         .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;

@@ -92,6 +92,55 @@ fn small_run_prints_the_table_and_writes_the_report() {
     for f in ["report.html", "results.json", "results.csv", "summary.txt"] {
         assert!(dir.join(f).exists(), "{f}");
     }
+    // The report records the arguments as given, not a command rebuilt from the parsed options.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let want = format!(
+        "<code>bfq suite interleaved --sched bfq,noop --workloads 3r --duration 1 --out {}</code>",
+        dir.display()
+    );
+    assert!(html.contains(&want), "{want} not in the report");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--file-scale` is a factor in (0, 1] (limits::MAX_FILE_SCALE): 1 is accepted, anything above or at most 0 is a
+/// one-line error.
+#[test]
+fn file_scale_boundary() {
+    for bad in ["0", "-0.5", "1.0001", "2", "100", "NaN"] {
+        let arg = format!("--file-scale={bad}");
+        let out = bfq(&["suite", "throughput", &arg]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--file-scale {bad} should fail");
+        assert!(
+            err.contains("is out of range: give a factor in (0, 1]"),
+            "{bad}: {err:?}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{bad}: one line: {err:?}");
+    }
+    let dir: PathBuf = std::env::temp_dir().join(format!("bfq-cli-scale-{}", std::process::id()));
+    for good in ["1", "0.01"] {
+        let out = bfq(&[
+            "suite",
+            "throughput",
+            "--sched",
+            "noop",
+            "--workloads",
+            "1r-seq",
+            "--duration",
+            "0.2",
+            "--reps",
+            "1",
+            "--file-scale",
+            good,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "--file-scale {good}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod benchmarks;
+pub mod limits;
 pub mod real;
 pub mod report;
 pub mod reproduce;

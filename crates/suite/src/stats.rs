@@ -2,8 +2,9 @@
 //! confidence interval for the mean.
 //!
 //! The interval is the two-sided Student-t interval `avg ± t(0.995, n-1) · s / √n`, with `s` the sample standard
-//! deviation (n − 1 in the denominator). S's own script prints a different half-width because of a quirk
-//! (`suite.md` §1.5); [`Summary::s_quirk_half_width`] reproduces it for comparison only.
+//! deviation (n − 1 in the denominator). S's own script (`calc_avg_and_co.sh`) prints a different half-width
+//! because of a quirk (docs/BENCHMARKS.md, Reports); [`Summary::s_quirk_half_width`] reproduces it for comparison
+//! only.
 
 use serde::Serialize;
 

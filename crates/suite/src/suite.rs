@@ -507,9 +507,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
         (_, _) => Era::Current,
     };
     let reps = cfg.reps.unwrap_or_else(|| default_reps(b, era));
-    if !(1..=100).contains(&reps) {
-        return Err(invalid(format!("--reps {reps} is out of range: give 1..=100")));
-    }
+    crate::limits::reps(reps).map_err(|e| invalid(e.to_string()))?;
     if cfg.apps.is_some() && b != Benchmark::Startup {
         return Err(invalid(format!(
             "--apps applies to the startup benchmark only, not {}",

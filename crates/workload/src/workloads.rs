@@ -1,7 +1,7 @@
-//! The named background workloads of the S suite (`suite.md` §1.2): `idle` (`0r0w`), `1r-seq`, `10r-seq`,
-//! `10r-rand`, `5r5w-seq`, `5r5w-rand`, and generally `<N>r<M>w-seq|rand`: N greedy fio readers and M greedy fio
-//! writers with fio's defaults (4 KiB buffered synchronous I/O, depth 1), plus, where the settings say so, a write-rate
-//! cap and a periodic `sync`.
+//! The named background workloads of the S suite (docs/BENCHMARKS.md, Workloads): `idle` (`0r0w`), `1r-seq`,
+//! `10r-seq`, `10r-rand`, `5r5w-seq`, `5r5w-rand`, and generally `<N>r<M>w-seq|rand` (parsed by [`WorkloadSpec`]):
+//! N greedy fio readers and M greedy fio writers with fio's defaults (4 KiB buffered synchronous I/O, depth 1), plus,
+//! where the settings say so, a write-rate cap and a periodic `sync`.
 
 use crate::fio::{JobConfig, Pattern, FIO_DEFAULT_BS_BYTES};
 use crate::process::{FileId, FileSpec, Placement, Process};
@@ -16,11 +16,11 @@ const MIB: u64 = 1 << 20;
 /// Bytes per fio "k" (fio's default `kb_base=1024`).
 const FIO_KIB: u64 = 1024;
 
-/// Per-file size of S@HEAD, bytes: `FILE_SIZE_MB` is normally 500 MiB (`suite.md` §1.2).
+/// Per-file size of S@HEAD, bytes: `FILE_SIZE_MB` is normally 500 MiB (docs/BENCHMARKS.md, Eras).
 pub const S36_FILE_BYTES: u64 = 500 * MIB;
-/// Total writer rate cap of S@HEAD on rotational devices, fio KiB/s (`MAXRATE=4000`, `suite.md` §1.2).
+/// Total writer rate cap of S@HEAD on rotational devices, fio KiB/s (`MAXRATE=4000`, docs/BENCHMARKS.md, Eras).
 pub const S36_MAXRATE_KIB_S: u64 = 4000;
-/// Divisor S@HEAD applies to `MAXRATE` for random writers (`suite.md` §1.2).
+/// Divisor S@HEAD applies to `MAXRATE` for random writers (docs/BENCHMARKS.md, Eras).
 pub const S36_RAND_MAXRATE_DIVISOR: u64 = 60;
 /// Sequential file size of the SYSTOR'12-era scripts, bytes (`NUM_BLOCKS_CREATE_SEQ=5000` MiB, S@2011).
 pub const PAPER_SEQ_FILE_BYTES: u64 = 5000 * MIB;
@@ -105,15 +105,21 @@ impl WorkloadSettings {
     }
 }
 
-/// A parsed workload name: readers, writers, and their pattern.
+/// Largest number of readers or of writers a workload name may ask for.
+pub const MAX_WORKLOAD_PROCESSES: u32 = 10_000;
+
+/// A background workload as a value: how many greedy fio readers and writers, and their access pattern.
+///
+/// This is the one parser of S's workload names (`idle`, `0r0w`, `1r-seq`, `10r0w-rand`, `5r5w-seq`, `3w-rand`,
+/// ...): the simulator, the real targets and the report all read names through [`WorkloadSpec::parse`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkloadSpec {
     /// Number of readers.
     pub readers: u32,
     /// Number of writers.
     pub writers: u32,
-    /// Random (`-rand`) or sequential (`-seq`, the default).
-    pub random: bool,
+    /// Access pattern of every reader and writer: `-rand` or `-seq` (the default).
+    pub pattern: Pattern,
 }
 
 /// A workload name that could not be understood.
@@ -122,22 +128,27 @@ pub struct WorkloadSpec {
 pub struct WorkloadError(pub String);
 
 impl WorkloadSpec {
-    /// Parses `idle`, `0r0w`, `1r-seq`, `10r0w-rand`, `5r5w-seq`, `3w-rand`, … (counts up to 10 000).
+    /// The idle workload: no background reader or writer (`idle`, `0r0w`).
+    pub const IDLE: WorkloadSpec = WorkloadSpec {
+        readers: 0,
+        writers: 0,
+        pattern: Pattern::Sequential,
+    };
+
+    /// Parses `idle`, `0r0w`, `1r-seq`, `10r0w-rand`, `5r5w-seq`, `3w-rand`, ... (ASCII case-insensitive, surrounding
+    /// white space ignored; counts up to [`MAX_WORKLOAD_PROCESSES`]; `r` before `w`, each at most once; no suffix
+    /// means `-seq`).
     pub fn parse(name: &str) -> Result<WorkloadSpec, WorkloadError> {
         let bad = || WorkloadError(name.to_string());
         let lower = name.trim().to_ascii_lowercase();
         if lower == "idle" {
-            return Ok(WorkloadSpec {
-                readers: 0,
-                writers: 0,
-                random: false,
-            });
+            return Ok(WorkloadSpec::IDLE);
         }
-        let (counts, random) = match lower.rsplit_once('-') {
-            Some((c, "seq")) => (c, false),
-            Some((c, "rand")) => (c, true),
+        let (counts, pattern) = match lower.rsplit_once('-') {
+            Some((c, "seq")) => (c, Pattern::Sequential),
+            Some((c, "rand")) => (c, Pattern::Random),
             Some(_) => return Err(bad()),
-            None => (lower.as_str(), false),
+            None => (lower.as_str(), Pattern::Sequential),
         };
         let mut readers = None;
         let mut writers = None;
@@ -147,7 +158,7 @@ impl WorkloadSpec {
                 '0'..='9' => digits.push(ch),
                 'r' | 'w' => {
                     let n: u32 = digits.parse().map_err(|_| bad())?;
-                    if n > 10_000 {
+                    if n > MAX_WORKLOAD_PROCESSES {
                         return Err(bad());
                     }
                     // `r` before `w`, each at most once.
@@ -170,18 +181,45 @@ impl WorkloadSpec {
         Ok(WorkloadSpec {
             readers: readers.unwrap_or(0),
             writers: writers.unwrap_or(0),
-            random,
+            pattern,
         })
+    }
+
+    /// Whether the readers and writers access their files at random offsets.
+    pub fn is_random(&self) -> bool {
+        self.pattern == Pattern::Random
+    }
+
+    /// Whether there is no background reader or writer (whatever the pattern).
+    pub fn is_idle(&self) -> bool {
+        self.readers == 0 && self.writers == 0
+    }
+
+    /// The pattern's suffix in a name and in process names: `seq` or `rand`.
+    pub fn pattern_name(&self) -> &'static str {
+        match self.pattern {
+            Pattern::Sequential => "seq",
+            Pattern::Random => "rand",
+        }
     }
 
     /// The canonical name, in S's form `<N>r<M>w-seq|rand` (e.g. `10r0w-seq`; idle is `0r0w-seq`).
     pub fn name(&self) -> String {
-        format!(
-            "{}r{}w-{}",
-            self.readers,
-            self.writers,
-            if self.random { "rand" } else { "seq" }
-        )
+        self.to_string()
+    }
+}
+
+impl std::fmt::Display for WorkloadSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}r{}w-{}", self.readers, self.writers, self.pattern_name())
+    }
+}
+
+impl std::str::FromStr for WorkloadSpec {
+    type Err = WorkloadError;
+
+    fn from_str(name: &str) -> Result<WorkloadSpec, WorkloadError> {
+        WorkloadSpec::parse(name)
     }
 }
 
@@ -238,14 +276,10 @@ pub fn build_spec(
 ) -> Workload {
     let mut files: Vec<FileSpec> = Vec::new();
     let mut processes: Vec<Box<dyn Process>> = Vec::new();
-    let pattern = if spec.random {
-        Pattern::Random
-    } else {
-        Pattern::Sequential
-    };
-    let kind = if spec.random { "rand" } else { "seq" };
+    let pattern = spec.pattern;
+    let kind = spec.pattern_name();
     let shared = match settings.rand_files {
-        RandFiles::Shared(size) if spec.random => Some(size),
+        RandFiles::Shared(size) if spec.is_random() => Some(size),
         _ => None,
     };
     let add_file = |files: &mut Vec<FileSpec>, f: FileSpec| -> FileId {
@@ -275,7 +309,7 @@ pub fn build_spec(
     }
 
     // Writers: S's `largefile_write<i>`, deleted before the run, so they start empty.
-    let rate = settings.writer_rate(spec.writers, spec.random, rotational);
+    let rate = settings.writer_rate(spec.writers, spec.is_random(), rotational);
     let shared_write = if spec.writers > 0 {
         shared.map(|size| {
             (
@@ -322,19 +356,36 @@ mod tests {
     use crate::process::Op;
     use crate::test_exec::Exec;
 
+    /// Includes the names on which the report's former second parser (`report::parse_rw`, `is_idle_workload`)
+    /// disagreed with this one; the report now asks this parser, so these are the answers everywhere:
+    /// - the report needed a `-seq`/`-rand` suffix to rank a name (`10r`, `1r0w`); the default pattern is sequential;
+    /// - it compared case-sensitively and did not trim (` 1R-Seq `);
+    /// - it required an `r` part, so writers-only names (`0w`, `3w-rand`) had no rank and were never idle;
+    /// - it took `none` and any `0r0w-<anything>` as idle, accepted `+1` (Rust's integer parsing) and had no upper
+    ///   limit (`10001r-seq`).
     #[test]
-    fn names_parse() {
-        let p = |s| WorkloadSpec::parse(s).map(|w| (w.readers, w.writers, w.random));
-        assert_eq!(p("idle"), Ok((0, 0, false)));
-        assert_eq!(p("0r0w"), Ok((0, 0, false)));
-        assert_eq!(p("0r0w-seq"), Ok((0, 0, false)));
-        assert_eq!(p("1r-seq"), Ok((1, 0, false)));
-        assert_eq!(p("10r-seq"), Ok((10, 0, false)));
-        assert_eq!(p("10r0w-rand"), Ok((10, 0, true)));
-        assert_eq!(p("5r5w-seq"), Ok((5, 5, false)));
-        assert_eq!(p("5R5W-RAND"), Ok((5, 5, true)));
-        assert_eq!(p("3w-rand"), Ok((0, 3, true)));
-        for bad in [
+    fn names_parse_including_those_the_two_former_copies_disagreed_on() {
+        for (name, want) in [
+            ("idle", (0, 0, false)),
+            ("0r0w", (0, 0, false)),
+            ("0r0w-seq", (0, 0, false)),
+            ("1r-seq", (1, 0, false)),
+            ("10r-seq", (10, 0, false)),
+            ("10r0w-rand", (10, 0, true)),
+            ("5r5w-seq", (5, 5, false)),
+            ("5R5W-RAND", (5, 5, true)),
+            // Disagreements with the report's former parser:
+            ("10r", (10, 0, false)),
+            ("1r0w", (1, 0, false)),
+            (" 1R-Seq ", (1, 0, false)),
+            ("0w", (0, 0, false)),
+            ("3w-rand", (0, 3, true)),
+            ("10000r-seq", (10_000, 0, false)),
+        ] {
+            let got = WorkloadSpec::parse(name).map(|w| (w.readers, w.writers, w.is_random()));
+            assert_eq!(got, Ok(want), "{name}");
+        }
+        let bad = [
             "",
             "r-seq",
             "5r5w-mixed",
@@ -345,13 +396,32 @@ mod tests {
             "99999r",
             "-seq",
             "5r5w-",
-        ] {
-            assert!(WorkloadSpec::parse(bad).is_err(), "{bad}");
+        ];
+        // Disagreements with the report's former parser:
+        let disputed = ["none", "0r0w-mixed", "+1r-seq", "10001r-seq", "1r-seq-x"];
+        for name in bad.iter().chain(&disputed) {
+            assert!(WorkloadSpec::parse(name).is_err(), "{name}");
         }
-        assert_eq!(
-            WorkloadSpec::parse("10r-seq").map(|w| w.name()),
-            Ok("10r0w-seq".to_string())
-        );
+        // Idle is about the counts, not the pattern.
+        assert!(WorkloadSpec::parse("0r0w-rand").is_ok_and(|w| w.is_idle()));
+        assert!(WorkloadSpec::parse("idle").is_ok_and(|w| w.is_idle() && w == WorkloadSpec::IDLE));
+        assert!(!WorkloadSpec::parse("1r").is_ok_and(|w| w.is_idle()));
+    }
+
+    #[test]
+    fn canonical_names_round_trip() {
+        for (given, canonical) in [
+            ("idle", "0r0w-seq"),
+            ("1r-seq", "1r0w-seq"),
+            ("10r-rand", "10r0w-rand"),
+            ("5r5w-seq", "5r5w-seq"),
+            ("3w-rand", "0r3w-rand"),
+        ] {
+            let spec: WorkloadSpec = given.parse().expect("parses");
+            assert_eq!(spec.name(), canonical);
+            assert_eq!(spec.to_string(), canonical);
+            assert_eq!(WorkloadSpec::parse(canonical), Ok(spec));
+        }
     }
 
     fn names(w: &Workload) -> Vec<String> {

@@ -81,8 +81,8 @@ pub enum RealError {
     Invalid(String),
 }
 
-/// Largest accepted [`RealScenario::file_scale`].
-pub const MAX_FILE_SCALE: f64 = 100.0;
+/// Largest accepted [`RealScenario::file_scale`] (the one range of `--file-scale`).
+pub use crate::limits::MAX_FILE_SCALE;
 
 /// One experiment on a real target.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,7 @@
 //! Results are grouped into [`Figure`]s: one figure per (benchmark, target, device, application, quantity), e.g.
 //! "start-up time of xterm on sim:seagate-hdd". A figure's rows are background workloads, its columns schedulers,
 //! and each cell summarises the repetitions of that combination ([`Summary`]), or is X when a repetition timed
-//! out (S writes no stat file on a timeout, `suite.md` §1.3).
+//! out (S writes no stat file on a timeout; docs/BENCHMARKS.md, Reports).
 
 pub mod csv;
 pub mod html;
@@ -20,6 +20,8 @@ pub(crate) mod xmlcheck;
 
 use crate::result::RunResult;
 use crate::stats::Summary;
+use bfq_workload::fio::Pattern;
+use bfq_workload::workloads::WorkloadSpec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -323,51 +325,37 @@ pub fn scheduler_label(run: &RunResult) -> String {
     }
 }
 
+/// S's workload order after idle: 1r-seq, 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand (ranks 1 to 5).
+const S_WORKLOAD_ORDER: [(u32, u32, Pattern); 5] = [
+    (1, 0, Pattern::Sequential),
+    (10, 0, Pattern::Sequential),
+    (10, 0, Pattern::Random),
+    (5, 5, Pattern::Sequential),
+    (5, 5, Pattern::Random),
+];
+
 /// Position of a workload in S's order (idle, 1r-seq, 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand); `None` for
-/// others. Accepts S's spellings with and without the `0w` part (`10r0w-seq` = `10r-seq`).
+/// others and for labels that are not background workloads (fairness zones, iozone threads, ...). Names are read by
+/// [`WorkloadSpec::parse`], so `10r0w-seq` = `10r-seq` and `idle` = `0r0w`.
 pub fn s_workload_rank(workload: &str) -> Option<usize> {
-    if is_idle_workload(workload) {
+    let spec = WorkloadSpec::parse(workload).ok()?;
+    if spec.is_idle() {
         return Some(0);
     }
-    let (rw, kind) = workload.split_once('-')?;
-    let (readers, writers) = parse_rw(rw)?;
-    let order: [(u32, u32, &str); 5] = [
-        (1, 0, "seq"),
-        (10, 0, "seq"),
-        (10, 0, "rand"),
-        (5, 5, "seq"),
-        (5, 5, "rand"),
-    ];
-    order
+    S_WORKLOAD_ORDER
         .iter()
-        .position(|&(r, w, k)| r == readers && w == writers && k == kind)
+        .position(|&(r, w, p)| r == spec.readers && w == spec.writers && p == spec.pattern)
         .map(|p| p + 1)
 }
 
-/// Whether a workload is the idle one (no background readers or writers): `0r0w`, `0r0w-seq`, `0r-seq`, `idle`.
+/// Whether a workload is the idle one (no background readers or writers): `idle`, `0r0w`, `0r0w-seq`, `0r-seq`.
 pub fn is_idle_workload(workload: &str) -> bool {
-    if workload == "idle" || workload == "none" {
-        return true;
-    }
-    let rw = workload.split('-').next().unwrap_or("");
-    matches!(parse_rw(rw), Some((0, 0)))
+    WorkloadSpec::parse(workload).is_ok_and(|w| w.is_idle())
 }
 
 /// Whether a workload is one sequential reader (`1r-seq`, `1r0w-seq`), the throughput reference case.
 pub fn is_one_seq_reader(workload: &str) -> bool {
     s_workload_rank(workload) == Some(1)
-}
-
-/// Parses `10r`, `5r5w`, `0r0w` into (readers, writers).
-fn parse_rw(rw: &str) -> Option<(u32, u32)> {
-    let (r, rest) = rw.split_once('r')?;
-    let readers = r.parse().ok()?;
-    let writers = if rest.is_empty() {
-        0
-    } else {
-        rest.strip_suffix('w')?.parse().ok()?
-    };
-    Some((readers, writers))
 }
 
 /// Orders labels: those with an S rank first by rank, then the others in first-seen order.
@@ -745,6 +733,18 @@ mod tests {
         assert_eq!(s_workload_rank("idle"), Some(0));
         assert_eq!(s_workload_rank("3r-seq"), None);
         assert_eq!(s_workload_rank("weird"), None);
+        // Labels of the other benchmarks have no rank.
+        for label in ["1:2:4-outer", "5r-interleaved", "1-thread", "10-thread"] {
+            assert_eq!(s_workload_rank(label), None, "{label}");
+            assert!(!is_idle_workload(label), "{label}");
+        }
+        // Read by the one workload parser: no suffix means -seq, case does not matter (the report's former own
+        // parser ranked neither).
+        assert_eq!(s_workload_rank("1r"), Some(1));
+        assert_eq!(s_workload_rank("10R0W-RAND"), Some(3));
+        assert!(is_one_seq_reader("1r0w-seq"));
+        assert!(is_idle_workload("0r0w-rand") && is_idle_workload("idle"));
+        assert!(!is_idle_workload("none"));
     }
 
     #[test]

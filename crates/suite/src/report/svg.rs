@@ -4,6 +4,7 @@
 //! out. Error bars show the 99% confidence interval when there is one.
 
 use super::{Cell, Figure, Reference};
+use crate::stats::Summary;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -148,13 +149,32 @@ fn c(v: f64) -> String {
 }
 
 /// The SVG bar chart of one figure, 800×400, with `xmlns` (a standalone file); every text is XML-escaped.
+///
+/// Drawn in this order: header (title), legend, y axis with grid, reference lines, bars with their X markers and
+/// workload labels, axes, and "no data" when the figure is empty.
 pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
-    let unit = fig.unit();
-    let y_title = match unit {
+    let mut s = String::new();
+    header(&mut s, fig);
+    let legend_bottom = legend(&mut s, fig, palette);
+    let plot = Plot::new(fig, legend_bottom);
+    y_axis(&mut s, &plot, &y_title(fig));
+    reference_lines(&mut s, fig, palette, &plot);
+    bars(&mut s, fig, palette, &plot);
+    axes(&mut s, fig, &plot);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The y-axis title: the quantity's name, capitalised, with its unit in brackets when it has one.
+fn y_title(fig: &Figure) -> String {
+    match fig.unit() {
         "" => capitalise(&fig.quantity.name()),
         u => format!("{} [{u}]", capitalise(&fig.quantity.name())),
-    };
-    let mut s = String::new();
+    }
+}
+
+/// The `<svg>` element, the document title, the white background and the chart title.
+fn header(s: &mut String, fig: &Figure) {
     let _ = writeln!(
         s,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
@@ -171,9 +191,14 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
         c(WIDTH / 2.0),
         escape(&fig.title)
     );
+}
 
-    // Legend: one swatch per scheduler, centred rows under the title.
-    let legend_size = 12.0;
+/// Font size and swatch side of the legend, px.
+const LEGEND_SIZE: f64 = 12.0;
+
+/// The legend: one swatch per scheduler, in centred rows under the title. Returns the baseline below the last row.
+fn legend(s: &mut String, fig: &Figure, palette: &Palette) -> f64 {
+    let legend_size = LEGEND_SIZE;
     let item_w: Vec<f64> = fig
         .schedulers
         .iter()
@@ -212,48 +237,86 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
         }
         y += 18.0;
     }
+    y
+}
 
-    let top = y + 6.0;
-    let bottom = HEIGHT - 58.0;
-    let left = 74.0;
-    let right = if fig.references.is_empty() {
-        WIDTH - 16.0
-    } else {
-        WIDTH - REF_MARGIN
-    };
-    let plot_w = right - left;
-    let plot_h = bottom - top;
+/// The plot area and its y scale, px.
+struct Plot {
+    /// Top of the plot area (below the legend).
+    top: f64,
+    /// Bottom of the plot area (the x axis).
+    bottom: f64,
+    /// Left edge (the y axis).
+    left: f64,
+    /// Right edge (before the reference-label margin, when there are references).
+    right: f64,
+    /// Value at the top of the y axis, in the figure's unit.
+    y_max: f64,
+}
 
-    // Y scale.
-    let mut data_max = 0.0f64;
-    for cell in fig.cells.iter().flatten() {
-        if let Cell::Value(sum) = cell {
-            let top = sum.avg + sum.ci99.unwrap_or(0.0);
-            if top.is_finite() {
-                data_max = data_max.max(sum.avg).max(top);
+impl Plot {
+    /// The plot area under a legend ending at `legend_bottom`, scaled to S's [`Y_RANGE_FACTOR`] times the largest
+    /// value, confidence-interval top or reference of `fig` (1 when there is none).
+    fn new(fig: &Figure, legend_bottom: f64) -> Plot {
+        let right = if fig.references.is_empty() {
+            WIDTH - 16.0
+        } else {
+            WIDTH - REF_MARGIN
+        };
+        let mut data_max = 0.0f64;
+        for cell in fig.cells.iter().flatten() {
+            if let Cell::Value(sum) = cell {
+                let top = sum.avg + sum.ci99.unwrap_or(0.0);
+                if top.is_finite() {
+                    data_max = data_max.max(sum.avg).max(top);
+                }
             }
         }
+        for r in fig.references.iter().filter(|r| r.value.is_finite()) {
+            data_max = data_max.max(r.value);
+        }
+        let y_max = if data_max > 0.0 && data_max.is_finite() {
+            Y_RANGE_FACTOR * data_max
+        } else {
+            1.0
+        };
+        Plot {
+            top: legend_bottom + 6.0,
+            bottom: HEIGHT - 58.0,
+            left: 74.0,
+            right,
+            y_max,
+        }
     }
-    for r in fig.references.iter().filter(|r| r.value.is_finite()) {
-        data_max = data_max.max(r.value);
-    }
-    let y_max = if data_max > 0.0 && data_max.is_finite() {
-        Y_RANGE_FACTOR * data_max
-    } else {
-        1.0
-    };
-    let ypos = |v: f64| bottom - (v.clamp(0.0, y_max) / y_max) * plot_h;
-    let step = nice_step(y_max / 5.0);
 
-    // Grid and ticks.
+    /// Width of the plot area.
+    fn width(&self) -> f64 {
+        self.right - self.left
+    }
+
+    /// Height of the plot area.
+    fn height(&self) -> f64 {
+        self.bottom - self.top
+    }
+
+    /// The y coordinate of value `v` (clamped to the axis).
+    fn y(&self, v: f64) -> f64 {
+        self.bottom - (v.clamp(0.0, self.y_max) / self.y_max) * self.height()
+    }
+}
+
+/// Grid lines, ticks and tick labels at a "nice" step (about five), and the y-axis title.
+fn y_axis(s: &mut String, plot: &Plot, y_title: &str) {
+    let (left, right, top) = (plot.left, plot.right, plot.top);
+    let step = nice_step(plot.y_max / 5.0);
     let _ = writeln!(s, "<g class=\"y-axis\" font-size=\"11\" fill=\"#333\">");
     let mut k = 0u32;
     loop {
         let v = step * k as f64;
-        if v > y_max * (1.0 + 1e-9) {
+        if v > plot.y_max * (1.0 + 1e-9) {
             break;
         }
-        let yy = ypos(v);
+        let yy = plot.y(v);
         let _ = writeln!(
             s,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e3e3e3\"/><line x1=\"{}\" y1=\"{}\" x2=\"{}\" \
@@ -277,202 +340,197 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
         s,
         "<text class=\"y-title\" x=\"18\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" fill=\"#222\" \
          transform=\"rotate(-90 18 {})\">{}</text>",
-        c(top + plot_h / 2.0),
-        c(top + plot_h / 2.0),
-        escape(&y_title)
+        c(top + plot.height() / 2.0),
+        c(top + plot.height() / 2.0),
+        escape(y_title)
     );
+}
 
-    // Reference lines: one per distinct value (schedulers whose references print the same share a grey line),
-    // labelled in the right margin with the labels pushed apart so they do not overlap.
-    if fig.references.iter().any(|r| r.value.is_finite()) {
-        let mut groups: Vec<(String, Vec<&Reference>)> = Vec::new();
-        for r in fig.references.iter().filter(|r| r.value.is_finite()) {
-            let key = value_label(r.value);
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, members)) => members.push(r),
-                None => groups.push((key, vec![r])),
-            }
+/// The finite references of `fig` grouped by printed value, in first-seen order: schedulers whose references print
+/// the same share one line.
+fn reference_groups(fig: &Figure) -> Vec<(String, Vec<&Reference>)> {
+    let mut groups: Vec<(String, Vec<&Reference>)> = Vec::new();
+    for r in fig.references.iter().filter(|r| r.value.is_finite()) {
+        let key = value_label(r.value);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(r),
+            None => groups.push((key, vec![r])),
         }
-        let line_h = REF_FONT + 2.0;
-        let max_chars = ((WIDTH - right - 10.0) / (REF_FONT * 0.58)).floor() as usize;
-        // Per group: colour, name lines (wrapped to the margin, at most two) and value text.
-        let labels: Vec<(String, Vec<String>, String)> = groups
-            .iter()
-            .map(|(value_text, members)| {
-                let first = members[0];
-                let all = members.len() > 1 && members.len() == fig.references.len();
-                let (colour, name) = match (members.len(), first.scheduler.as_deref()) {
-                    (1, Some(sched)) => (palette.colour(sched).to_string(), format!("{} {sched}", first.label)),
-                    (1, None) => (REF_GREY.to_string(), first.label.clone()),
-                    _ if all => (REF_GREY.to_string(), format!("{}, all", first.label)),
-                    _ => {
-                        let names: Vec<&str> = members.iter().filter_map(|r| r.scheduler.as_deref()).collect();
-                        (REF_GREY.to_string(), format!("{} {}", first.label, names.join(", ")))
-                    }
-                };
-                let value_text = match unit {
-                    "" => value_text.clone(),
-                    u => format!("{value_text} {u}"),
-                };
-                (colour, wrap(&name, max_chars, 2), value_text)
-            })
-            .collect();
-        let height = |i: usize| (labels[i].1.len() + 1) as f64 * line_h;
-        let mut placed: Vec<(f64, usize)> = groups
-            .iter()
-            .enumerate()
-            .map(|(i, (_, members))| (ypos(members[0].value) - height(i) / 2.0, i))
-            .collect();
-        placed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut next_free = top;
+    }
+    groups
+}
+
+/// The label of one reference group: its colour (the scheduler's for a single scheduler, else grey), its name
+/// wrapped to `max_chars` in at most two lines, and its value with the unit.
+struct RefLabel {
+    colour: String,
+    name_lines: Vec<String>,
+    value_text: String,
+}
+
+/// The labels of `groups`, in the same order.
+fn reference_labels(
+    fig: &Figure,
+    palette: &Palette,
+    groups: &[(String, Vec<&Reference>)],
+    max_chars: usize,
+) -> Vec<RefLabel> {
+    let unit = fig.unit();
+    groups
+        .iter()
+        .map(|(value_text, members)| {
+            let first = members[0];
+            let all = members.len() > 1 && members.len() == fig.references.len();
+            let (colour, name) = match (members.len(), first.scheduler.as_deref()) {
+                (1, Some(sched)) => (palette.colour(sched).to_string(), format!("{} {sched}", first.label)),
+                (1, None) => (REF_GREY.to_string(), first.label.clone()),
+                _ if all => (REF_GREY.to_string(), format!("{}, all", first.label)),
+                _ => {
+                    let names: Vec<&str> = members.iter().filter_map(|r| r.scheduler.as_deref()).collect();
+                    (REF_GREY.to_string(), format!("{} {}", first.label, names.join(", ")))
+                }
+            };
+            let value_text = match unit {
+                "" => value_text.clone(),
+                u => format!("{value_text} {u}"),
+            };
+            RefLabel {
+                colour,
+                name_lines: wrap(&name, max_chars, 2),
+                value_text,
+            }
+        })
+        .collect()
+}
+
+/// Top of each label in the right margin, by group index: at its line's height, pushed down so that labels of
+/// `heights[i]` px do not overlap, and pulled back up as a block if they run below the chart.
+fn place_reference_labels(line_ys: &[f64], heights: &[f64], top: f64) -> Vec<(f64, usize)> {
+    let mut placed: Vec<(f64, usize)> = line_ys
+        .iter()
+        .enumerate()
+        .map(|(i, y)| (y - heights[i] / 2.0, i))
+        .collect();
+    placed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut next_free = top;
+    for p in placed.iter_mut() {
+        p.0 = p.0.max(next_free);
+        next_free = p.0 + heights[p.1] + 3.0;
+    }
+    let overflow = next_free - (HEIGHT - 16.0);
+    if overflow > 0.0 {
         for p in placed.iter_mut() {
-            p.0 = p.0.max(next_free);
-            next_free = p.0 + height(p.1) + 3.0;
+            p.0 -= overflow;
         }
-        // Labels pushed below the chart are pulled back up as a block.
-        let overflow = next_free - (HEIGHT - 16.0);
-        if overflow > 0.0 {
-            for p in placed.iter_mut() {
-                p.0 -= overflow;
-            }
-        }
-        placed.sort_by_key(|p| p.1);
-        let _ = writeln!(s, "<g class=\"references\" font-size=\"{REF_FONT}\">");
-        for (label_top, i) in placed {
-            let (colour, name_lines, value_text) = &labels[i];
-            let yy = ypos(groups[i].1[0].value);
+    }
+    placed.sort_by_key(|p| p.1);
+    placed
+}
+
+/// Reference lines: one dashed line per distinct value, labelled in the right margin with a leader.
+fn reference_lines(s: &mut String, fig: &Figure, palette: &Palette, plot: &Plot) {
+    if !fig.references.iter().any(|r| r.value.is_finite()) {
+        return;
+    }
+    let (left, right) = (plot.left, plot.right);
+    let groups = reference_groups(fig);
+    let line_h = REF_FONT + 2.0;
+    let max_chars = ((WIDTH - right - 10.0) / (REF_FONT * 0.58)).floor() as usize;
+    let labels = reference_labels(fig, palette, &groups, max_chars);
+    let heights: Vec<f64> = labels
+        .iter()
+        .map(|l| (l.name_lines.len() + 1) as f64 * line_h)
+        .collect();
+    let line_ys: Vec<f64> = groups.iter().map(|(_, members)| plot.y(members[0].value)).collect();
+    let _ = writeln!(s, "<g class=\"references\" font-size=\"{REF_FONT}\">");
+    for (label_top, i) in place_reference_labels(&line_ys, &heights, plot.top) {
+        let RefLabel {
+            colour,
+            name_lines,
+            value_text,
+        } = &labels[i];
+        let yy = line_ys[i];
+        let _ = write!(
+            s,
+            "<line class=\"reference\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{colour}\" \
+             stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/><path d=\"M{} {}L{} {}\" stroke=\"{colour}\" \
+             fill=\"none\"/><text class=\"reference-label\" x=\"{}\" y=\"{}\" fill=\"{colour}\">",
+            c(left),
+            c(yy),
+            c(right),
+            c(yy),
+            c(right),
+            c(yy),
+            c(right + 5.0),
+            c(label_top + heights[i] / 2.0),
+            c(right + 8.0),
+            c(label_top + REF_FONT),
+        );
+        for (k, line) in name_lines.iter().enumerate() {
+            let dy = if k == 0 { 0.0 } else { line_h };
             let _ = write!(
                 s,
-                "<line class=\"reference\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{colour}\" \
-                 stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/><path d=\"M{} {}L{} {}\" stroke=\"{colour}\" \
-                 fill=\"none\"/><text class=\"reference-label\" x=\"{}\" y=\"{}\" fill=\"{colour}\">",
-                c(left),
-                c(yy),
-                c(right),
-                c(yy),
-                c(right),
-                c(yy),
-                c(right + 5.0),
-                c(label_top + height(i) / 2.0),
+                "<tspan x=\"{}\" dy=\"{}\">{}</tspan>",
                 c(right + 8.0),
-                c(label_top + REF_FONT),
-            );
-            for (k, line) in name_lines.iter().enumerate() {
-                let dy = if k == 0 { 0.0 } else { line_h };
-                let _ = write!(
-                    s,
-                    "<tspan x=\"{}\" dy=\"{}\">{}</tspan>",
-                    c(right + 8.0),
-                    c(dy),
-                    escape(line)
-                );
-            }
-            let _ = writeln!(
-                s,
-                "<tspan x=\"{}\" dy=\"{}\" font-weight=\"bold\">{}</tspan></text>",
-                c(right + 8.0),
-                c(line_h),
-                escape(value_text)
+                c(dy),
+                escape(line)
             );
         }
-        let _ = writeln!(s, "</g>");
+        let _ = writeln!(
+            s,
+            "<tspan x=\"{}\" dy=\"{}\" font-weight=\"bold\">{}</tspan></text>",
+            c(right + 8.0),
+            c(line_h),
+            escape(value_text)
+        );
     }
+    let _ = writeln!(s, "</g>");
+}
 
-    // Bars.
-    let n_w = fig.workloads.len().max(1) as f64;
-    let n_s = fig.schedulers.len().max(1) as f64;
-    let cluster_w = plot_w / n_w;
-    let bar_slot = cluster_w * 0.8 / n_s;
-    let bar_w = (bar_slot * 0.9).max(1.0);
-    let rotate_labels = bar_slot < 34.0;
-    let label_size = if bar_slot < 16.0 { 9.0 } else { 11.0 };
+/// Geometry of the bars: one cluster per workload, one slot per scheduler, px.
+struct BarLayout {
+    /// Width of one workload's cluster.
+    cluster_w: f64,
+    /// Width of one scheduler's slot in a cluster.
+    bar_slot: f64,
+    /// Width of a bar (90% of its slot, at least 1).
+    bar_w: f64,
+    /// Whether value labels are rotated (slots narrower than 34 px).
+    rotate_labels: bool,
+    /// Font size of the value labels.
+    label_size: f64,
+}
+
+impl BarLayout {
+    fn new(fig: &Figure, plot: &Plot) -> BarLayout {
+        let n_w = fig.workloads.len().max(1) as f64;
+        let n_s = fig.schedulers.len().max(1) as f64;
+        let cluster_w = plot.width() / n_w;
+        let bar_slot = cluster_w * 0.8 / n_s;
+        BarLayout {
+            cluster_w,
+            bar_slot,
+            bar_w: (bar_slot * 0.9).max(1.0),
+            rotate_labels: bar_slot < 34.0,
+            label_size: if bar_slot < 16.0 { 9.0 } else { 11.0 },
+        }
+    }
+}
+
+/// Bars, error bars, value labels and X markers, cluster by cluster, each cluster with its workload label.
+fn bars(s: &mut String, fig: &Figure, palette: &Palette, plot: &Plot) {
+    let layout = BarLayout::new(fig, plot);
     let _ = writeln!(s, "<g class=\"bars\">");
     for (i, (workload, row)) in fig.workloads.iter().zip(&fig.cells).enumerate() {
-        let x0 = left + cluster_w * i as f64 + cluster_w * 0.1;
+        let x0 = plot.left + layout.cluster_w * i as f64 + layout.cluster_w * 0.1;
         for (j, (sched, cell)) in fig.schedulers.iter().zip(row).enumerate() {
-            let x = x0 + bar_slot * j as f64 + (bar_slot - bar_w) / 2.0;
-            let cx = x + bar_w / 2.0;
+            let x = x0 + layout.bar_slot * j as f64 + (layout.bar_slot - layout.bar_w) / 2.0;
             match cell {
                 Cell::Value(sum) if sum.avg.is_finite() => {
-                    let yt = ypos(sum.avg);
-                    let tip = match sum.ci99 {
-                        Some(ci) => format!(
-                            "{sched}, {workload}: {} ± {} {unit} (99% CI, n={})",
-                            value_label(sum.avg),
-                            value_label(ci),
-                            sum.n
-                        ),
-                        None => format!("{sched}, {workload}: {} {unit} (n={})", value_label(sum.avg), sum.n),
-                    };
-                    let _ = writeln!(
-                        s,
-                        "<rect class=\"bar\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
-                         width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>",
-                        escape(workload),
-                        escape(sched),
-                        c(x),
-                        c(yt),
-                        c(bar_w),
-                        c(bottom - yt),
-                        palette.colour(sched),
-                        escape(&tip)
-                    );
-                    let mut label_y = yt;
-                    if let Some(ci) = sum.ci99.filter(|ci| *ci > 0.0) {
-                        let lo = ypos(sum.avg - ci);
-                        let hi = ypos(sum.avg + ci);
-                        let cap = (bar_w * 0.35).clamp(2.0, 8.0);
-                        let _ = writeln!(
-                            s,
-                            "<path class=\"errbar\" d=\"M{} {}V{}M{} {}H{}M{} {}H{}\" stroke=\"#222\" \
-                             stroke-width=\"1.2\" fill=\"none\"/>",
-                            c(cx),
-                            c(lo),
-                            c(hi),
-                            c(cx - cap),
-                            c(hi),
-                            c(cx + cap),
-                            c(cx - cap),
-                            c(lo),
-                            c(cx + cap)
-                        );
-                        label_y = label_y.min(hi);
-                    }
-                    let text = escape(&value_label(sum.avg));
-                    if rotate_labels {
-                        let (tx, ty) = (cx + label_size * 0.35, label_y - 4.0);
-                        let _ = writeln!(
-                            s,
-                            "<text class=\"value\" x=\"{}\" y=\"{}\" font-size=\"{label_size}\" fill=\"#222\" \
-                             transform=\"rotate(-90 {} {})\"{HALO}>{text}</text>",
-                            c(tx),
-                            c(ty),
-                            c(tx),
-                            c(ty)
-                        );
-                    } else {
-                        let _ = writeln!(
-                            s,
-                            "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
-                             font-size=\"{label_size}\" fill=\"#222\"{HALO}>{text}</text>",
-                            c(cx),
-                            c(label_y - 4.0)
-                        );
-                    }
+                    value_bar(s, fig.unit(), workload, sched, sum, x, &layout, palette, plot);
                 }
                 Cell::TimedOut { runs, timed_out } => {
-                    let _ = writeln!(
-                        s,
-                        "<text class=\"timeout\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
-                         text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\" fill=\"{X_COLOUR}\"{HALO}>X<title>{}, \
-                         {}: {timed_out} of {runs} runs timed out</title></text>",
-                        escape(workload),
-                        escape(sched),
-                        c(cx),
-                        c(bottom - 5.0),
-                        escape(sched),
-                        escape(workload)
-                    );
+                    timeout_marker(s, workload, sched, *runs, *timed_out, x + layout.bar_w / 2.0, plot);
                 }
                 Cell::Value(_) | Cell::Missing => {}
             }
@@ -481,40 +539,149 @@ pub fn bar_chart(fig: &Figure, palette: &Palette) -> String {
             s,
             "<text class=\"workload\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" \
              fill=\"#222\">{}</text>",
-            c(left + cluster_w * (i as f64 + 0.5)),
-            c(bottom + 18.0),
+            c(plot.left + layout.cluster_w * (i as f64 + 0.5)),
+            c(plot.bottom + 18.0),
             escape(workload)
         );
     }
     let _ = writeln!(s, "</g>");
+}
 
-    // Axes.
+/// One bar at `x` for the summary `sum` of (`workload`, `sched`), with its tooltip, its 99% confidence interval
+/// as an error bar when there is one, and its value above.
+#[allow(clippy::too_many_arguments)]
+fn value_bar(
+    s: &mut String,
+    unit: &str,
+    workload: &str,
+    sched: &str,
+    sum: &Summary,
+    x: f64,
+    layout: &BarLayout,
+    palette: &Palette,
+    plot: &Plot,
+) {
+    let bar_w = layout.bar_w;
+    let cx = x + bar_w / 2.0;
+    let yt = plot.y(sum.avg);
+    let tip = match sum.ci99 {
+        Some(ci) => format!(
+            "{sched}, {workload}: {} ± {} {unit} (99% CI, n={})",
+            value_label(sum.avg),
+            value_label(ci),
+            sum.n
+        ),
+        None => format!("{sched}, {workload}: {} {unit} (n={})", value_label(sum.avg), sum.n),
+    };
+    let _ = writeln!(
+        s,
+        "<rect class=\"bar\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
+         width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>",
+        escape(workload),
+        escape(sched),
+        c(x),
+        c(yt),
+        c(bar_w),
+        c(plot.bottom - yt),
+        palette.colour(sched),
+        escape(&tip)
+    );
+    let mut label_y = yt;
+    if let Some(ci) = sum.ci99.filter(|ci| *ci > 0.0) {
+        label_y = label_y.min(error_bar(s, sum.avg, ci, cx, bar_w, plot));
+    }
+    value_text(s, &value_label(sum.avg), cx, label_y, layout);
+}
+
+/// The error bar avg ± `ci` centred on `cx`, with caps; returns the y of its top.
+fn error_bar(s: &mut String, avg: f64, ci: f64, cx: f64, bar_w: f64, plot: &Plot) -> f64 {
+    let lo = plot.y(avg - ci);
+    let hi = plot.y(avg + ci);
+    let cap = (bar_w * 0.35).clamp(2.0, 8.0);
+    let _ = writeln!(
+        s,
+        "<path class=\"errbar\" d=\"M{} {}V{}M{} {}H{}M{} {}H{}\" stroke=\"#222\" \
+         stroke-width=\"1.2\" fill=\"none\"/>",
+        c(cx),
+        c(lo),
+        c(hi),
+        c(cx - cap),
+        c(hi),
+        c(cx + cap),
+        c(cx - cap),
+        c(lo),
+        c(cx + cap)
+    );
+    hi
+}
+
+/// A bar's value label above `label_y`, centred on `cx`, rotated when the bars are narrow.
+fn value_text(s: &mut String, label: &str, cx: f64, label_y: f64, layout: &BarLayout) {
+    let text = escape(label);
+    let label_size = layout.label_size;
+    if layout.rotate_labels {
+        let (tx, ty) = (cx + label_size * 0.35, label_y - 4.0);
+        let _ = writeln!(
+            s,
+            "<text class=\"value\" x=\"{}\" y=\"{}\" font-size=\"{label_size}\" fill=\"#222\" \
+             transform=\"rotate(-90 {} {})\"{HALO}>{text}</text>",
+            c(tx),
+            c(ty),
+            c(tx),
+            c(ty)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "<text class=\"value\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" \
+             font-size=\"{label_size}\" fill=\"#222\"{HALO}>{text}</text>",
+            c(cx),
+            c(label_y - 4.0)
+        );
+    }
+}
+
+/// The red X at the foot of a slot whose cell timed out, with a tooltip counting the timed-out runs.
+fn timeout_marker(s: &mut String, workload: &str, sched: &str, runs: usize, timed_out: usize, cx: f64, plot: &Plot) {
+    let _ = writeln!(
+        s,
+        "<text class=\"timeout\" data-workload=\"{}\" data-scheduler=\"{}\" x=\"{}\" y=\"{}\" \
+         text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\" fill=\"{X_COLOUR}\"{HALO}>X<title>{}, \
+         {}: {timed_out} of {runs} runs timed out</title></text>",
+        escape(workload),
+        escape(sched),
+        c(cx),
+        c(plot.bottom - 5.0),
+        escape(sched),
+        escape(workload)
+    );
+}
+
+/// The axis lines, the x-axis title, and "no data" in the middle when the figure has no row or no column.
+fn axes(s: &mut String, fig: &Figure, plot: &Plot) {
     let _ = writeln!(
         s,
         "<path class=\"axes\" d=\"M{} {}V{}H{}\" stroke=\"#333\" fill=\"none\"/>",
-        c(left),
-        c(top),
-        c(bottom),
-        c(right)
+        c(plot.left),
+        c(plot.top),
+        c(plot.bottom),
+        c(plot.right)
     );
     let _ = writeln!(
         s,
         "<text class=\"x-title\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\" \
          fill=\"#222\">Background workload</text>",
-        c(left + plot_w / 2.0),
+        c(plot.left + plot.width() / 2.0),
         c(HEIGHT - 14.0)
     );
-
     if fig.workloads.is_empty() || fig.schedulers.is_empty() {
         let _ = writeln!(
             s,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"14\" fill=\"#666\">no data</text>",
-            c(left + plot_w / 2.0),
-            c(top + plot_h / 2.0)
+            c(plot.left + plot.width() / 2.0),
+            c(plot.top + plot.height() / 2.0)
         );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// Wraps `text` at spaces into at most `max_lines` lines of at most `max` characters; words longer than a line

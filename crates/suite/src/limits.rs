@@ -1,0 +1,141 @@
+//! Accepted ranges of the experiment settings, defined once for the command line (`bfq run`, `bfq reproduce`,
+//! `bfq suite`, `bfq record`) and the suite's own validation, with the one-line messages both give.
+
+use bfq_sched::Time;
+
+/// Most repetitions of one measurement; repetitions are in `1..=MAX_REPS`.
+pub const MAX_REPS: u32 = 100;
+
+/// Longest measured run, seconds (24 h); durations are in `(0, MAX_DURATION_S]`.
+pub const MAX_DURATION_S: f64 = 86_400.0;
+
+/// Largest factor on the real targets' background file sizes; factors are in `(0, MAX_FILE_SCALE]`.
+///
+/// The factor only shrinks S's files (500 MiB per process in S 3.6, up to 50 000 MiB shared in the SYSTOR'12
+/// scripts) so that a run fits on a small `bfq loopdev` device; 1 is S's own size, and a larger file would measure
+/// something S does not.
+pub const MAX_FILE_SCALE: f64 = 1.0;
+
+/// Longest background warm-up before a real start-up measurement, seconds; warm-ups are in `[0, MAX_WARMUP_S]`.
+pub const MAX_WARMUP_S: f64 = 600.0;
+
+/// Largest iozone file per thread, MiB (1 TiB); sizes are in `1..=MAX_IOZONE_FILE_MIB`.
+pub const MAX_IOZONE_FILE_MIB: u64 = 1 << 20;
+
+/// Fewest worker threads.
+pub const MIN_JOBS: usize = 1;
+
+/// A setting outside its range; the message names the option and the range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OutOfRange(pub String);
+
+/// Checks a number of repetitions against `1..=MAX_REPS`.
+pub fn reps(n: u32) -> Result<u32, OutOfRange> {
+    if (1..=MAX_REPS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(OutOfRange(format!("--reps {n} is out of range: give 1..={MAX_REPS}")))
+    }
+}
+
+/// Checks a duration in seconds against `(0, MAX_DURATION_S]` and returns it in ns.
+pub fn duration_ns(secs: f64) -> Result<Time, OutOfRange> {
+    if secs > 0.0 && secs <= MAX_DURATION_S {
+        Ok((secs * 1e9) as Time)
+    } else {
+        Err(OutOfRange(format!(
+            "--duration {secs} is out of range: give seconds in (0, {MAX_DURATION_S}]"
+        )))
+    }
+}
+
+/// Checks a file-size factor against `(0, MAX_FILE_SCALE]` (NaN is out of range).
+pub fn file_scale(factor: f64) -> Result<f64, OutOfRange> {
+    if factor > 0.0 && factor <= MAX_FILE_SCALE {
+        Ok(factor)
+    } else {
+        Err(OutOfRange(format!(
+            "--file-scale {factor} is out of range: give a factor in (0, {MAX_FILE_SCALE}]"
+        )))
+    }
+}
+
+/// Checks a warm-up in seconds against `[0, MAX_WARMUP_S]` and returns it in ns.
+pub fn warmup_ns(secs: f64) -> Result<Time, OutOfRange> {
+    if (0.0..=MAX_WARMUP_S).contains(&secs) {
+        Ok((secs * 1e9) as Time)
+    } else {
+        Err(OutOfRange(format!(
+            "--warmup {secs} is out of range: give seconds in [0, {MAX_WARMUP_S}]"
+        )))
+    }
+}
+
+/// Checks an iozone file size in MiB against `1..=MAX_IOZONE_FILE_MIB` and returns it in bytes.
+pub fn iozone_file_bytes(mib: u64) -> Result<u64, OutOfRange> {
+    if (1..=MAX_IOZONE_FILE_MIB).contains(&mib) {
+        Ok(mib << 20)
+    } else {
+        Err(OutOfRange(format!(
+            "--file-size {mib} is out of range: give MiB in 1..={MAX_IOZONE_FILE_MIB}"
+        )))
+    }
+}
+
+/// Checks a number of worker threads against `MIN_JOBS..`.
+pub fn jobs(n: usize) -> Result<usize, OutOfRange> {
+    if n >= MIN_JOBS {
+        Ok(n)
+    } else {
+        Err(OutOfRange(format!(
+            "--jobs {n}: give at least {MIN_JOBS} worker thread"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boundaries_are_inclusive_where_the_range_says_so() {
+        assert_eq!(reps(1), Ok(1));
+        assert_eq!(reps(MAX_REPS), Ok(100));
+        assert_eq!(
+            reps(0).unwrap_err().to_string(),
+            "--reps 0 is out of range: give 1..=100"
+        );
+        assert!(reps(101).is_err());
+        assert_eq!(duration_ns(MAX_DURATION_S), Ok(86_400_000_000_000));
+        assert_eq!(
+            duration_ns(0.0).unwrap_err().to_string(),
+            "--duration 0 is out of range: give seconds in (0, 86400]"
+        );
+        assert_eq!(file_scale(1.0), Ok(1.0));
+        assert_eq!(file_scale(0.001), Ok(0.001));
+        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY] {
+            assert!(file_scale(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            file_scale(2.0).unwrap_err().to_string(),
+            "--file-scale 2 is out of range: give a factor in (0, 1]"
+        );
+        assert_eq!(warmup_ns(0.0), Ok(0));
+        assert_eq!(warmup_ns(600.0), Ok(600_000_000_000));
+        assert_eq!(
+            warmup_ns(600.5).unwrap_err().to_string(),
+            "--warmup 600.5 is out of range: give seconds in [0, 600]"
+        );
+        assert_eq!(iozone_file_bytes(1), Ok(1 << 20));
+        assert_eq!(
+            iozone_file_bytes(0).unwrap_err().to_string(),
+            "--file-size 0 is out of range: give MiB in 1..=1048576"
+        );
+        assert_eq!(jobs(1), Ok(1));
+        assert_eq!(
+            jobs(0).unwrap_err().to_string(),
+            "--jobs 0: give at least 1 worker thread"
+        );
+    }
+}
