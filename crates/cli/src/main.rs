@@ -99,14 +99,14 @@ fn run_one(a: RunArgs) -> Result<()> {
     if !(a.duration > 0.0 && a.duration <= 86_400.0) {
         bail!("--duration {} is out of range: give seconds in (0, 86400]", a.duration);
     }
-    let mut sc = bfq_suite::scenario::SimScenario::new(&a.device, &a.sched, &a.workload);
-    sc.app = a.app;
-    sc.seed = a.seed;
-    sc.tunables = a.tune;
-    sc.era = bfq_suite::scenario::Era::parse(&a.profile)?;
-    sc.duration = (a.duration * 1e9) as u64;
-    sc.time_policy = a.cpu_time;
-    let r = bfq_suite::scenario::run_sim(&sc)?;
+    let work = bfq_suite::Work::background(&a.workload, a.app.as_deref());
+    let mut exp = bfq_suite::Experiment::new(bfq_suite::target::Target::Sim(a.device.clone()), &a.sched, work);
+    exp.seed = a.seed;
+    exp.tunables = a.tune;
+    exp.era = bfq_suite::scenario::Era::parse(&a.profile)?;
+    exp.duration = Some((a.duration * 1e9) as u64);
+    exp.time_policy = a.cpu_time;
+    let r = exp.run()?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

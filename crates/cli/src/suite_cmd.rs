@@ -145,6 +145,7 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         file_size,
         time_policy: a.cpu_time,
         real: real_options(a)?,
+        real_warmup: real_warmup(a)?,
     })
 }
 
@@ -155,16 +156,19 @@ fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
         Some(f) if f > 0.0 && f <= 1.0 => f,
         Some(f) => bail!("--file-scale {f} is out of range: give a factor in (0, 1]"),
     };
-    let warmup = match a.warmup {
-        None => None,
-        Some(w) if (0.0..=600.0).contains(&w) => Some((w * 1e9) as u64),
-        Some(w) => bail!("--warmup {w} is out of range: give seconds in [0, 600]"),
-    };
     Ok(RealOptions {
         allow_device: a.allow_device,
         app_cmd: a.app_cmd.clone(),
         file_scale,
-        warmup,
+    })
+}
+
+/// The warm-up of the real targets, checked.
+fn real_warmup(a: &SuiteArgs) -> Result<Option<u64>> {
+    Ok(match a.warmup {
+        None => None,
+        Some(w) if (0.0..=600.0).contains(&w) => Some((w * 1e9) as u64),
+        Some(w) => bail!("--warmup {w} is out of range: give seconds in [0, 600]"),
     })
 }
 

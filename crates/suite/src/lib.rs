@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod benchmarks;
+pub mod experiment;
 pub mod real;
 pub mod report;
 pub mod reproduce;
@@ -13,5 +14,7 @@ pub mod scenario;
 pub mod stats;
 pub mod suite;
 pub mod target;
+pub mod timeline;
 
-pub use result::RunResult;
+pub use experiment::{Experiment, RealOptions, Work};
+pub use result::{Benchmark, Measured, RunResult};

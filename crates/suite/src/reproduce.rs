@@ -3,10 +3,11 @@
 
 use crate::benchmarks::Zones;
 use crate::report::{ChecklistItem, Quantity, SourceNote};
+use crate::result::Benchmark;
 use crate::result::RunResult;
 use crate::scenario::Era;
-use crate::suite::{default_throughput_duration, Work};
-pub use crate::suite::{run_all, Job};
+use crate::suite::default_throughput_duration;
+pub use crate::suite::{run_all, Experiment, Work};
 use crate::target::Target;
 
 /// Every scheduler the seeds and modern users compare, in report order.
@@ -22,8 +23,8 @@ pub const IOZONE_DEVICE: &str = "plextor-ssd";
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The jobs, in report order.
-    pub jobs: Vec<Job>,
+    /// The experiments, in report order.
+    pub jobs: Vec<Experiment>,
     /// Schedulers skipped because they are not registered.
     pub skipped: Vec<String>,
 }
@@ -56,10 +57,10 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
         })
         .collect();
     let mut jobs = Vec::new();
-    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| Job {
+    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| Experiment {
         seed,
         rep,
-        ..Job::new(Target::Sim(device.to_string()), sched, work)
+        ..Experiment::new(Target::Sim(device.to_string()), sched, work)
     };
     let mut add = |device: &str, workloads: &[&str], apps: &[&str], throughput: &[&str]| {
         for rep in 0..reps {
@@ -188,103 +189,133 @@ pub fn sources() -> Vec<SourceNote> {
     let st = Quantity::StartupTime;
     let mut out = vec![
         SourceNote::new(
-            "throughput",
+            Benchmark::Throughput,
             "seagate-hdd",
             None,
             "seed 004, figure 1 (Seagate HDD throughput)",
         )
         .only(t.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "seagate-hdd",
             Some("xterm"),
             "seed 004, figure 2; seed 000 (xterm start-up 5-14x lower than with cfq)",
         )
         .only(st.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "seagate-hdd",
             Some("oowriter"),
             "seed 004, figure 3 (oowriter start-up)",
         )
         .only(st.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "seagate-hdd",
             Some("bash"),
             "seed 000 (bash -c exit start-up under heavy workloads)",
         )
         .only(st.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "seagate-hdd",
             Some("konsole"),
             "seed 000 (konsole start-up under heavy workloads)",
         )
         .only(st.clone()),
         SourceNote::new(
-            "throughput",
+            Benchmark::Throughput,
             "seagate-raid1",
             None,
             "seed 004, figure 4 (RAID1 throughput)",
         )
         .only(t.clone()),
-        SourceNote::new("startup", "seagate-raid1", Some("xterm"), "seed 004, figure 5").only(st.clone()),
-        SourceNote::new("startup", "seagate-raid1", Some("oowriter"), "seed 004, figure 6").only(st.clone()),
+        SourceNote::new(Benchmark::Startup, "seagate-raid1", Some("xterm"), "seed 004, figure 5").only(st.clone()),
         SourceNote::new(
-            "throughput",
+            Benchmark::Startup,
+            "seagate-raid1",
+            Some("oowriter"),
+            "seed 004, figure 6",
+        )
+        .only(st.clone()),
+        SourceNote::new(
+            Benchmark::Throughput,
             "plextor-ssd",
             None,
             "seed 004, figure 7 (Plextor SSD throughput)",
         )
         .only(t.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "plextor-ssd",
             Some("xterm"),
             "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
         )
         .only(st.clone()),
         SourceNote::new(
-            "startup",
+            Benchmark::Startup,
             "plextor-ssd",
             Some("oowriter"),
             "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
         )
         .only(st.clone()),
-        SourceNote::new("startup", "plextor-ssd", Some("bash"), "seed 001 (Plextor SSD, bash)").only(st.clone()),
         SourceNote::new(
-            "throughput",
+            Benchmark::Startup,
+            "plextor-ssd",
+            Some("bash"),
+            "seed 001 (Plextor SSD, bash)",
+        )
+        .only(st.clone()),
+        SourceNote::new(
+            Benchmark::Throughput,
             "toshiba-1.8-hdd",
             None,
             "seed 004, figure 10 (1.8-inch Toshiba HDD)",
         )
         .only(t.clone()),
-        SourceNote::new("startup", "toshiba-1.8-hdd", Some("xterm"), "seed 004, figure 11").only(st.clone()),
         SourceNote::new(
-            "throughput",
+            Benchmark::Startup,
+            "toshiba-1.8-hdd",
+            Some("xterm"),
+            "seed 004, figure 11",
+        )
+        .only(st.clone()),
+        SourceNote::new(
+            Benchmark::Throughput,
             "transcend-microsd",
             None,
             "seed 004, figure 12 (microSDHC)",
         )
         .only(t.clone()),
-        SourceNote::new("startup", "transcend-microsd", Some("xterm"), "seed 004, figure 13").only(st.clone()),
-        SourceNote::new("throughput", "sandisk-emmc", None, "seed 004, figure 14 (eMMC)").only(t.clone()),
-        SourceNote::new("startup", "sandisk-emmc", Some("xterm"), "seed 004, figure 15").only(st.clone()),
         SourceNote::new(
-            "fairness",
+            Benchmark::Startup,
+            "transcend-microsd",
+            Some("xterm"),
+            "seed 004, figure 13",
+        )
+        .only(st.clone()),
+        SourceNote::new(
+            Benchmark::Throughput,
+            "sandisk-emmc",
+            None,
+            "seed 004, figure 14 (eMMC)",
+        )
+        .only(t.clone()),
+        SourceNote::new(Benchmark::Startup, "sandisk-emmc", Some("xterm"), "seed 004, figure 15").only(st.clone()),
+        SourceNote::new(
+            Benchmark::Fairness,
             "seagate-hdd",
             None,
             "seed 000 (throughput distributed as desired, independently of ZBR)",
         ),
         SourceNote::new(
-            "video",
+            Benchmark::Video,
             "seagate-hdd",
             None,
             "not in the seeds: S's video test (seed 004 mentions frame-drop results without numbers)",
         ),
         SourceNote::new(
-            "interleaved",
+            Benchmark::Interleaved,
             "seagate-hdd",
             None,
             "not in the seeds: S's interleaved_io test (cooperating readers)",
@@ -293,7 +324,7 @@ pub fn sources() -> Vec<SourceNote> {
     for app in ["bash", "xterm", "lowriter"] {
         out.push(
             SourceNote::new(
-                "startup",
+                Benchmark::Startup,
                 "hitachi-hdd",
                 Some(app),
                 format!("seed 001 (Hitachi HDD, {app})"),
@@ -304,7 +335,7 @@ pub fn sources() -> Vec<SourceNote> {
     for (key, _) in crate::report::table::IOZONE_PHASES {
         out.push(
             SourceNote::new(
-                "iozone",
+                Benchmark::Iozone,
                 IOZONE_DEVICE,
                 None,
                 "seed 003, tests 1 and 2 (rows 1-thread and 10-thread)",
@@ -336,7 +367,7 @@ fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Opt
     let runs: Vec<&RunResult> = rs
         .iter()
         .filter(|r| {
-            r.benchmark == "startup"
+            r.benchmark == Benchmark::Startup
                 && r.device == dev
                 && r.scheduler == sched
                 && r.app.as_deref() == Some(app)
@@ -355,7 +386,9 @@ fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Opt
 fn throughput(rs: &[RunResult], dev: &str, sched: &str, wl: &str) -> Option<f64> {
     mean(
         rs.iter()
-            .filter(|r| r.benchmark == "throughput" && r.device == dev && r.scheduler == sched && r.workload == wl)
+            .filter(|r| {
+                r.benchmark == Benchmark::Throughput && r.device == dev && r.scheduler == sched && r.workload == wl
+            })
             .map(|r| r.throughput_mbps),
     )
 }
@@ -392,7 +425,10 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
         }
     }
     // 2. bfq start-up close to idle (within 1.5x) under every workload, except 5r5w-seq for the heavy application.
-    let bfq_startups = || rs.iter().filter(|r| r.benchmark == "startup" && r.scheduler == "bfq");
+    let bfq_startups = || {
+        rs.iter()
+            .filter(|r| r.benchmark == Benchmark::Startup && r.scheduler == "bfq")
+    };
     let apps = distinct(bfq_startups().filter_map(|r| r.app.clone().map(|a| (r.device.clone(), a))));
     for (dev, app) in &apps {
         let Some(Some(idle)) = startup(rs, dev, "bfq", app, "0r0w") else {
@@ -496,7 +532,10 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
     }
     // 6. Throughput distributed by weight independently of zone (000).
     // CFQ's fairness runs are in the report for contrast (it shares time, not sectors); only BFQ's are a claim.
-    for r in rs.iter().filter(|r| r.benchmark == "fairness" && r.scheduler == "bfq") {
+    for r in rs
+        .iter()
+        .filter(|r| r.benchmark == Benchmark::Fairness && r.scheduler == "bfq")
+    {
         let err = r.extra.get("max_share_error_pct").copied().unwrap_or(f64::NAN);
         let shares: Vec<String> = (0..)
             .map_while(|i| r.extra.get(&format!("share_{i}_pct")).map(|s| format!("{s:.1}%")))
@@ -558,7 +597,7 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
     let phases = crate::report::table::IOZONE_PHASES;
     let one: Vec<&RunResult> = rs
         .iter()
-        .filter(|r| r.benchmark == "iozone" && r.workload == "1-thread")
+        .filter(|r| r.benchmark == Benchmark::Iozone && r.workload == "1-thread")
         .collect();
     if !one.is_empty() {
         let mut worst = (0.0f64, "");

@@ -4,7 +4,7 @@
 use bfq_sched::SEC;
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::ScenarioError;
-use bfq_suite::suite::{plan, run_jobs, Benchmark, Job, SuiteConfig, Work};
+use bfq_suite::suite::{plan, run_jobs, Benchmark, Experiment, SuiteConfig, Work};
 use bfq_suite::target::{Target, TargetError};
 use bfq_suite::RunResult;
 use std::path::PathBuf;
@@ -78,24 +78,23 @@ fn real_targets_fail_through_the_one_seam() {
     assert!(e.contains("root") || e.contains("not a directory"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
     // The simulator is never a real target.
-    let sim = Job::new(
+    let sim = Experiment::new(
         hdd(),
         "noop",
         Work::Throughput {
             workload: "1r-seq".into(),
         },
     );
-    assert_eq!(
-        bfq_suite::target::run_real(&hdd(), &sim).unwrap_err(),
-        ScenarioError::Unavailable {
-            target: "sim:seagate-hdd".into()
-        }
+    let e = bfq_suite::target::run_real(&hdd(), &sim).unwrap_err();
+    assert!(
+        matches!(&e, ScenarioError::Unavailable { target } if target == "sim:seagate-hdd"),
+        "{e:?}"
     );
 }
 
 /// Checks what every result must satisfy: the right benchmark, target and scheduler, finite non-negative
 /// throughput that is the sum of its parts, finite extras.
-fn well_formed(rs: &[RunResult], benchmark: &str, n: usize) {
+fn well_formed(rs: &[RunResult], benchmark: Benchmark, n: usize) {
     assert_eq!(rs.len(), n);
     for r in rs {
         assert_eq!(r.benchmark, benchmark);
@@ -113,7 +112,7 @@ fn throughput_and_startup_run_with_short_durations() {
     let mut c = small(Benchmark::Throughput, &["bfq", "noop"], &["1r-seq", "5r5w-rand"]);
     c.duration = Some(2 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "throughput", 4);
+    well_formed(&rs, Benchmark::Throughput, 4);
     // One sequential reader streams: it moves data on any scheduler.
     assert!(rs
         .iter()
@@ -123,7 +122,7 @@ fn throughput_and_startup_run_with_short_durations() {
     let mut c = small(Benchmark::Startup, &["bfq"], &["idle"]);
     c.apps = Some(vec!["bash".into(), "oowriter".into()]);
     let rs = run(&c);
-    well_formed(&rs, "startup", 2);
+    well_formed(&rs, Benchmark::Startup, 2);
     for r in &rs {
         assert!(
             !r.timed_out && r.startup_s.is_some_and(|s| s > 0.0 && s < 60.0),
@@ -151,7 +150,7 @@ fn video_drop_rate_follows_the_physics() {
     let mut c = small(Benchmark::Video, &["bfq", "noop"], &["idle", "10r-seq"]);
     c.duration = Some(4 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "video", 4);
+    well_formed(&rs, Benchmark::Video, 4);
     let rate = |s: &str, w: &str| {
         let r = rs.iter().find(|r| r.scheduler == s && r.workload == w).unwrap();
         let (p, f, d) = (r.extra["drop_rate_pct"], r.extra["frames"], r.extra["dropped_frames"]);
@@ -177,7 +176,7 @@ fn fairness_interleaved_and_iozone_are_well_formed() {
     let mut c = small(Benchmark::Fairness, &["bfq"], &["1:3-mixed"]);
     c.duration = Some(3 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "fairness", 1);
+    well_formed(&rs, Benchmark::Fairness, 1);
     let r = &rs[0];
     assert_eq!(r.workload, "1:3-mixed");
     assert_eq!(r.tunables, ["low_latency=0"], "S's fairness setting");
@@ -188,7 +187,7 @@ fn fairness_interleaved_and_iozone_are_well_formed() {
     let mut c = small(Benchmark::Interleaved, &["bfq", "noop"], &["3r"]);
     c.duration = Some(2 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "interleaved", 2);
+    well_formed(&rs, Benchmark::Interleaved, 2);
     for r in &rs {
         assert_eq!(r.workload, "3r-interleaved");
         assert!(r.throughput_mbps > 0.0 && r.write_mbps == 0.0, "readers only: {r:?}");
@@ -245,9 +244,9 @@ fn same_seed_gives_identical_json_and_another_seed_differs() {
 #[test]
 fn jobs_can_be_built_by_hand() {
     // The unit of work the real targets receive through `run_real`.
-    let j = Job {
+    let j = Experiment {
         duration: Some(SEC),
-        ..Job::new(hdd(), "deadline", Work::Interleaved { readers: 2 })
+        ..Experiment::new(hdd(), "deadline", Work::Interleaved { readers: 2 })
     };
     let r = j.run().unwrap();
     assert_eq!(r.workload, "2r-interleaved");
@@ -270,7 +269,7 @@ fn kernel_targets_take_kernel_schedulers_and_refuse_foreign_devices() {
     let e = run_jobs(&plan(&cfg).unwrap(), 1, &|_, _| {}).unwrap_err().to_string();
     assert!(e.contains("bfq loopdev") || e.contains("root"), "{e}");
     // Benchmarks other than throughput and startup are simulator-only.
-    let job = Job::new(
+    let job = Experiment::new(
         kernel,
         "bfq",
         Work::Video {

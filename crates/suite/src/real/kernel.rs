@@ -15,11 +15,11 @@
 use super::aio::{Aio, AioDone};
 use super::files::FileSet;
 use super::runner::{Completion, FlowIo, IoBackend};
-use super::sched::{switch_scheduler, SchedulerGuard};
-use super::sys::{self, io_err, AlignedBuf, BlockDev, MemoryLock, DIRECT_ALIGN};
-use super::timeline::{prepare, run_timeline, Prepared};
-use super::{loopdev, RealError, RealScenario};
+use super::sys::{self, io_err, AlignedBuf, BlockDev, DIRECT_ALIGN};
+use super::{loopdev, run_target, RealError};
+use crate::experiment::Experiment;
 use crate::result::RunResult;
+use crate::target::kernel_scheduler;
 use bfq_sched::IoClass;
 use bfq_workload::{FileId, FlowSpec, IoError, IoMode, Op};
 use std::collections::VecDeque;
@@ -374,48 +374,18 @@ pub fn check_device(dev: &BlockDev, dir: &std::path::Path, allow_device: bool) -
     })
 }
 
-/// Runs `sc` on the kernel target: checks root and the device, prepares the files, switches the scheduler of the
-/// device under `sc.dir` (restored afterwards, also on failure and Ctrl-C), locks the runner in memory, and runs
-/// the S timeline ([`run_timeline`]). The result's target is `kernel:<dir>`.
-pub fn run_kernel(sc: &RealScenario) -> Result<RunResult, RealError> {
-    sys::require_root("the kernel target (it switches I/O schedulers and drops caches)")?;
-    sc.validate()?;
-    let dev = BlockDev::of_dir(&sc.dir)?;
-    check_device(&dev, &sc.dir, sc.allow_device)?;
-    let prepared = prepare(sc, dev.rotational())?;
-    let backend = KernelBackend::open(&prepared.files)?;
-    let guard = switch_scheduler(&dev, &sc.scheduler, &sc.tunables)?;
-    run_switched(
-        sc,
-        &dev,
-        prepared,
-        backend,
-        guard,
-        format!("kernel:{}", sc.dir.display()),
+/// Runs `exp` on the kernel target (`kernel:DIR`) through [`run_target`]: plain reads and writes, scheduled by
+/// the device's kernel scheduler, switched to the kernel's name for `exp.scheduler` with `exp.tunables`.
+pub fn run_kernel(exp: &Experiment) -> Result<RunResult, RealError> {
+    run_target(
+        exp,
+        "the kernel target (it switches I/O schedulers and drops caches)",
+        |prepared| {
+            let backend = KernelBackend::open(&prepared.files)?;
+            let sched = kernel_scheduler(&exp.scheduler).unwrap_or(&exp.scheduler);
+            Ok((backend, sched.to_string(), exp.tunables.clone()))
+        },
     )
-}
-
-/// The part the real targets share once the device's scheduler is switched (`guard`): locks the runner in memory,
-/// runs the S timeline with `backend`, notes whether the lock held (`extra.mlocked`), and restores the scheduler
-/// whatever happened (a restore failure is reported after a run failure).
-pub fn run_switched<B: IoBackend>(
-    sc: &RealScenario,
-    dev: &BlockDev,
-    prepared: Prepared,
-    backend: B,
-    guard: SchedulerGuard,
-    target: String,
-) -> Result<RunResult, RealError> {
-    let lock = MemoryLock::lock();
-    let mut r = run_timeline(sc, dev, prepared, backend, target);
-    if let Ok(r) = r.as_mut() {
-        r.extra.insert("mlocked".into(), if lock.locked() { 1.0 } else { 0.0 });
-    }
-    drop(lock);
-    let restored = guard.restore();
-    let r = r?;
-    restored?;
-    Ok(r)
 }
 
 #[cfg(test)]
