@@ -80,22 +80,9 @@ pub enum ScenarioError {
         /// The workload grammar's error.
         source: WorkloadError,
     },
-    /// An application profile file that could not be read.
-    #[error("cannot read profile {path}: {source}")]
-    ProfileRead {
-        /// The path given.
-        path: String,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// An application profile file that could not be parsed.
-    #[error("profile {path}: {source}")]
-    Profile {
-        /// The path given.
-        path: String,
-        /// What is wrong, and where.
-        source: ProfileError,
-    },
+    /// An application whose profile could not be loaded.
+    #[error(transparent)]
+    App(#[from] AppError),
     /// The simulator could not be set up (e.g. the files do not fit on the device).
     #[error(transparent)]
     Sim(#[from] SimError),
@@ -110,25 +97,49 @@ pub enum ScenarioError {
     },
 }
 
+/// Why an application profile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Neither a synthetic profile's name nor an existing file (bad user input).
+    #[error(
+        "unknown application '{0}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file"
+    )]
+    Unknown(String),
+    /// The profile file could not be read.
+    #[error("cannot read profile {path}: {source}")]
+    Read {
+        /// The path given.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The profile file could not be parsed.
+    #[error("profile {path}: {source}")]
+    Parse {
+        /// The path given.
+        path: String,
+        /// What is wrong, and where.
+        source: ProfileError,
+    },
+}
+
 /// Loads an application profile by name (a synthetic profile) or from a file.
-pub fn load_profile(app: &str) -> Result<Profile, ScenarioError> {
+pub fn load_profile(app: &str) -> Result<Profile, AppError> {
     if let Some(p) = profile::synthetic(app) {
         return Ok(p);
     }
     let path = std::path::Path::new(app);
     if path.exists() {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::ProfileRead {
+        let text = std::fs::read_to_string(path).map_err(|source| AppError::Read {
             path: app.to_string(),
             source,
         })?;
-        return Profile::parse(&text).map_err(|source| ScenarioError::Profile {
+        return Profile::parse(&text).map_err(|source| AppError::Parse {
             path: app.to_string(),
             source,
         });
     }
-    Err(ScenarioError::Input(format!(
-        "unknown application '{app}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file"
-    )))
+    Err(AppError::Unknown(app.to_string()))
 }
 
 /// The simulator as a [`Testbed`]: steps are scheduled in virtual time, and the window's throughput is read from

@@ -3,7 +3,7 @@
 //!
 //! The interval is the two-sided Student-t interval `avg ± t(0.995, n-1) · s / √n`, with `s` the sample standard
 //! deviation (n − 1 in the denominator). S's own script prints a different half-width because of a quirk
-//! (`suite.md` §1.5); [`Summary::s_quirk_half_width`] reproduces it for comparison only.
+//! (see docs/BENCHMARKS.md); [`Summary::s_quirk_half_width`] reproduces it for comparison only.
 
 use serde::Serialize;
 

@@ -180,13 +180,29 @@ mod tests {
         }
     }
 
-    fn startup(app_takes: Option<Time>) -> (Span, Vec<(&'static str, Time)>) {
+    /// Runs `plan` on a fake testbed: the span and the steps in order.
+    fn steps(plan: Plan, app_takes: Option<Time>) -> (Span, Vec<(&'static str, Time)>) {
         let mut tb = Fake {
             app_takes,
             steps: Vec::new(),
         };
-        let span = run(&mut tb, Plan::Startup { warmup: 15 * SEC }).expect("fake never fails");
+        let span = run(&mut tb, plan).expect("fake never fails");
         (span, tb.steps)
+    }
+
+    fn startup(app_takes: Option<Time>) -> (Span, Vec<(&'static str, Time)>) {
+        steps(Plan::Startup { warmup: 15 * SEC }, app_takes)
+    }
+
+    fn throughput(seconds: Time, paper_discard: bool) -> (Span, Vec<(&'static str, Time)>) {
+        let duration = seconds * SEC;
+        steps(
+            Plan::Throughput {
+                duration,
+                paper_discard,
+            },
+            None,
+        )
     }
 
     #[test]
@@ -228,33 +244,18 @@ mod tests {
 
     #[test]
     fn a_warm_up_shorter_than_the_lead_opens_the_window_at_zero() {
-        let mut tb = Fake {
-            app_takes: Some(SEC),
-            steps: Vec::new(),
-        };
-        let span = run(&mut tb, Plan::Startup { warmup: SEC / 10 }).expect("runs");
-        assert_eq!(tb.steps[1], ("open", 0));
-        assert_eq!(tb.steps[2], ("drop", 0));
+        let (span, steps) = steps(Plan::Startup { warmup: SEC / 10 }, Some(SEC));
+        assert_eq!(steps[1], ("open", 0));
+        assert_eq!(steps[2], ("drop", 0));
         assert_eq!(span.window, (0, SEC / 10 + SEC + 2 * SEC));
     }
 
     #[test]
     fn throughput_windows_skip_the_first_second_or_the_paper_discard() {
-        let mut tb = Fake {
-            app_takes: None,
-            steps: Vec::new(),
-        };
-        let span = run(
-            &mut tb,
-            Plan::Throughput {
-                duration: 20 * SEC,
-                paper_discard: false,
-            },
-        )
-        .expect("runs");
+        let (span, steps) = throughput(20, false);
         assert_eq!(span.window, (SEC, 20 * SEC));
         assert_eq!(
-            tb.steps,
+            steps,
             vec![
                 ("background", 0),
                 ("open", SEC),
@@ -262,20 +263,9 @@ mod tests {
                 ("close", 20 * SEC)
             ]
         );
-        let mut tb = Fake {
-            app_takes: None,
-            steps: Vec::new(),
-        };
-        let span = run(
-            &mut tb,
-            Plan::Throughput {
-                duration: 120 * SEC,
-                paper_discard: true,
-            },
-        )
-        .expect("runs");
+        let (span, steps) = throughput(120, true);
         assert_eq!(span.window, (6 * SEC, 114 * SEC));
-        assert_eq!(tb.steps[3..], [("close", 114 * SEC), ("until", 120 * SEC)]);
+        assert_eq!(steps[3..], [("close", 114 * SEC), ("until", 120 * SEC)]);
         // Too short for the discard, and half of a short run.
         assert_eq!(throughput_window(12 * SEC, true), (SEC, 12 * SEC));
         assert_eq!(throughput_window(SEC, false), (SEC / 2, SEC));

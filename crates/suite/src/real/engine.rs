@@ -15,7 +15,7 @@
 
 use super::files::FileSet;
 use super::runner::{Completion, FlowIo, IoBackend};
-use super::{run_target, RealError};
+use super::{run_target, RealError, TargetBackend};
 use crate::experiment::Experiment;
 use crate::result::RunResult;
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FileRef, Flow, FlowOptions};
@@ -382,14 +382,18 @@ impl FlowIo for EngineFlow {
 /// `exp.scheduler` with `exp.tunables`, and the device's kernel scheduler is set to `none` so that only our policy
 /// schedules.
 pub fn run_engine(exp: &Experiment) -> Result<RunResult, RealError> {
-    run_target(
-        exp,
-        "the engine target (it switches the device's I/O scheduler to none and drops caches)",
-        |prepared| {
-            let backend = EngineBackend::open(&prepared.files, &exp.scheduler, &exp.tunables)?;
-            Ok((backend, "none".to_string(), Vec::new()))
-        },
-    )
+    run_target::<EngineBackend>(exp)
+}
+
+impl TargetBackend for EngineBackend {
+    const NEEDS_ROOT: &'static str =
+        "the engine target (it switches the device's I/O scheduler to none and drops caches)";
+    fn open_for(exp: &Experiment, files: &FileSet) -> Result<Self, RealError> {
+        EngineBackend::open(files, &exp.scheduler, &exp.tunables)
+    }
+    fn device_scheduler(_exp: &Experiment) -> (&str, &[String]) {
+        ("none", &[])
+    }
 }
 
 #[cfg(test)]
@@ -397,9 +401,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn alignment_covers_the_request() {
-        assert_eq!(aligned(0, 4096), (0, 0, 4096));
-        assert_eq!(aligned(512, 100), (0, 512, 4096));
-        assert_eq!(aligned(8192, 65536), (8192, 0, 65536));
+    fn alignment_covers_the_request_and_an_empty_one_reads_a_block() {
+        assert_eq!(aligned(0, 0), (0, 0, 4096));
+        assert_eq!(aligned(4096, 0), (4096, 0, 4096));
+        assert_eq!(aligned(4000, 200), (0, 4000, 8192));
     }
 }

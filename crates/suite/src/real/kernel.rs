@@ -16,7 +16,7 @@ use super::aio::{Aio, AioDone};
 use super::files::FileSet;
 use super::runner::{Completion, FlowIo, IoBackend};
 use super::sys::{self, io_err, AlignedBuf, BlockDev, DIRECT_ALIGN};
-use super::{loopdev, run_target, RealError};
+use super::{loopdev, run_target, RealError, TargetBackend};
 use crate::experiment::Experiment;
 use crate::result::RunResult;
 use crate::target::kernel_scheduler;
@@ -377,15 +377,20 @@ pub fn check_device(dev: &BlockDev, dir: &std::path::Path, allow_device: bool) -
 /// Runs `exp` on the kernel target (`kernel:DIR`) through [`run_target`]: plain reads and writes, scheduled by
 /// the device's kernel scheduler, switched to the kernel's name for `exp.scheduler` with `exp.tunables`.
 pub fn run_kernel(exp: &Experiment) -> Result<RunResult, RealError> {
-    run_target(
-        exp,
-        "the kernel target (it switches I/O schedulers and drops caches)",
-        |prepared| {
-            let backend = KernelBackend::open(&prepared.files)?;
-            let sched = kernel_scheduler(&exp.scheduler).unwrap_or(&exp.scheduler);
-            Ok((backend, sched.to_string(), exp.tunables.clone()))
-        },
-    )
+    run_target::<KernelBackend>(exp)
+}
+
+impl TargetBackend for KernelBackend {
+    const NEEDS_ROOT: &'static str = "the kernel target (it switches I/O schedulers and drops caches)";
+    fn open_for(_exp: &Experiment, files: &FileSet) -> Result<Self, RealError> {
+        KernelBackend::open(files)
+    }
+    fn device_scheduler(exp: &Experiment) -> (&str, &[String]) {
+        (
+            kernel_scheduler(&exp.scheduler).unwrap_or(&exp.scheduler),
+            &exp.tunables,
+        )
+    }
 }
 
 #[cfg(test)]

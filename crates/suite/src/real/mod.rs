@@ -32,11 +32,12 @@ use crate::experiment::Experiment;
 use crate::result::RunResult;
 use crate::target::Target;
 use bfq_sched::{Time, SEC};
+use files::FileSet;
 use kernel::check_device;
 use sched::switch_scheduler;
 use std::path::{Path, PathBuf};
 use sys::{BlockDev, MemoryLock};
-use timeline::{prepare, run_timeline, Prepared};
+use timeline::{prepare, run_timeline};
 
 /// Errors of the real targets and of `bfq loopdev`. Messages say what to do.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +93,17 @@ pub enum RealError {
         /// Why.
         why: String,
     },
+    /// A sysfs file or path of the device that is not as the kernel documents it.
+    #[error("{why} {}", path.display())]
+    Sysfs {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong with it (`cannot parse`, `odd sysfs path`).
+        why: &'static str,
+    },
+    /// An application whose profile could not be loaded.
+    #[error(transparent)]
+    App(#[from] crate::scenario::AppError),
     /// The io_uring engine failed to start, open a file or open a flow.
     #[error("engine: {0}")]
     Engine(#[from] bfq_engine::EngineError),
@@ -166,23 +178,31 @@ impl<'a> RealRun<'a> {
     }
 }
 
-/// Runs `exp` on a real target; the steps both real targets share. Checks root (`what` says why it is needed),
-/// the experiment ([`RealRun::new`]) and the device (one `bfq loopdev` made, unless allowed), prepares the files,
-/// calls `open` for the backend and the kernel scheduler (with tunables) to set on the device, switches it (restored
-/// afterwards, also on failure and Ctrl-C), locks the runner in memory, runs the S timeline, and notes whether the
-/// lock held (`extra.mlocked`). A restore failure is reported after a run failure.
-pub fn run_target<B: IoBackend>(
-    exp: &Experiment,
-    what: &str,
-    open: impl FnOnce(&Prepared) -> Result<(B, String, Vec<String>), RealError>,
-) -> Result<RunResult, RealError> {
-    sys::require_root(what)?;
+/// The backend of a real target: how it opens for an experiment, and which kernel scheduler the device under test
+/// runs meanwhile.
+pub trait TargetBackend: IoBackend + Sized {
+    /// What the target does that needs root, for the error message.
+    const NEEDS_ROOT: &'static str;
+    /// Opens the backend for `exp` over its prepared `files`.
+    fn open_for(exp: &Experiment, files: &FileSet) -> Result<Self, RealError>;
+    /// The kernel scheduler and its tunables set on the device while `exp` runs.
+    fn device_scheduler(exp: &Experiment) -> (&str, &[String]);
+}
+
+/// Runs `exp` on a real target with backend `B`; the steps both real targets share. Checks root, the experiment
+/// ([`RealRun::new`]) and the device (one `bfq loopdev` made, unless allowed), prepares the files, opens the
+/// backend, switches the device's kernel scheduler (restored afterwards, also on failure and Ctrl-C), locks the
+/// runner in memory, runs the S timeline, and notes whether the lock held (`extra.mlocked`). A restore failure is
+/// reported after a run failure.
+pub fn run_target<B: TargetBackend>(exp: &Experiment) -> Result<RunResult, RealError> {
+    sys::require_root(B::NEEDS_ROOT)?;
     let run = RealRun::new(exp)?;
     let dev = BlockDev::of_dir(run.dir)?;
     check_device(&dev, run.dir, exp.real.allow_device)?;
     let prepared = prepare(&run, dev.rotational())?;
-    let (backend, sched, tunables) = open(&prepared)?;
-    let guard = switch_scheduler(&dev, &sched, &tunables)?;
+    let backend = B::open_for(exp, &prepared.files)?;
+    let (sched, tunables) = B::device_scheduler(exp);
+    let guard = switch_scheduler(&dev, sched, tunables)?;
     let lock = MemoryLock::lock();
     let r = run_timeline(&run, &dev, prepared, backend).map(|mut m| {
         m.extra.insert("mlocked".into(), if lock.locked() { 1.0 } else { 0.0 });

@@ -82,9 +82,7 @@ pub fn prepare(run: &RealRun, rotational: bool) -> Result<Prepared, RealError> {
         .map_err(|e| RealError::Invalid(format!("workload '{}': {}", run.workload, e)))?;
     let app_base = workload.files.len() as FileId;
     let profile = match (run.app, &exp.real.app_cmd) {
-        (Some(app), None) => Some(Arc::new(
-            load_profile(app).map_err(|e| RealError::Invalid(e.to_string()))?,
-        )),
+        (Some(app), None) => Some(Arc::new(load_profile(app)?)),
         _ => None,
     };
     let mut specs = workload.files.clone();

@@ -6,7 +6,7 @@
 //! Results are grouped into [`Figure`]s: one figure per (benchmark, target, device, application, quantity), e.g.
 //! "start-up time of xterm on sim:seagate-hdd". A figure's rows are background workloads, its columns schedulers,
 //! and each cell summarises the repetitions of that combination ([`Summary`]), or is X when a repetition timed
-//! out (S writes no stat file on a timeout, `suite.md` §1.3).
+//! out (S writes no stat file on a timeout: docs/BENCHMARKS.md, start-up).
 
 pub mod csv;
 pub mod html;
