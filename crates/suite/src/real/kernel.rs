@@ -228,6 +228,53 @@ impl KernelFlow {
         Some(Completion { tag: slot.tag, result })
     }
 
+    /// An O_DIRECT read or write of `offset..offset + len` on `d`, run on this thread over the aligned range; the
+    /// bytes of the requested range.
+    fn direct_sync(&mut self, d: &File, write: bool, offset: u64, len: u64) -> Result<u64, IoError> {
+        let (start, head, alen) = aligned(offset, len);
+        let mut buf = self.take_buf(alen);
+        let r = if write {
+            d.write_all_at(&buf.as_slice()[..alen as usize], start).map(|()| len)
+        } else {
+            d.read_at(&mut buf.as_mut_slice()[..alen as usize], start)
+                .map(|n| (n as u64).saturating_sub(head).min(len))
+        };
+        self.free_bufs.push(buf);
+        r.map_err(|e| io_error(&e, if write { "pwrite (O_DIRECT)" } else { "pread (O_DIRECT)" }))
+    }
+
+    /// The scratch buffer, at least `len` bytes.
+    fn scratch(&mut self, len: u64) -> &mut [u8] {
+        if self.buf.len() < len as usize {
+            self.buf.resize(len as usize, 0);
+        }
+        &mut self.buf[..len as usize]
+    }
+
+    /// A buffered read through the page cache; short at the end of the file.
+    fn buffered_read(&mut self, f: &KFile, offset: u64, len: u64) -> Result<u64, IoError> {
+        let buf = self.scratch(len);
+        let mut done = 0u64;
+        while done < len {
+            match f.buffered.read_at(&mut buf[done as usize..], offset + done) {
+                Ok(0) => break, // end of file: a short read
+                Ok(n) => done += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(&e, "pread")),
+            }
+        }
+        Ok(done)
+    }
+
+    /// A buffered write into the page cache.
+    fn buffered_write(&mut self, f: &KFile, offset: u64, len: u64) -> Result<u64, IoError> {
+        let buf = self.scratch(len);
+        f.buffered
+            .write_all_at(buf, offset)
+            .map_err(|e| io_error(&e, "pwrite"))?;
+        Ok(len)
+    }
+
     /// Runs one operation synchronously on this thread.
     fn execute(&mut self, op: &Op) -> Result<u64, IoError> {
         let table = self.table();
@@ -242,55 +289,20 @@ impl KernelFlow {
                 offset,
                 len,
                 mode,
-            } => {
-                let f = file_of(file)?;
-                if let (IoMode::Direct, Some(d)) = (mode, f.direct.as_ref()) {
-                    let (start, head, alen) = aligned(offset, len);
-                    let mut buf = self.take_buf(alen);
-                    let r = d.read_at(&mut buf.as_mut_slice()[..alen as usize], start);
-                    self.free_bufs.push(buf);
-                    let n = r.map_err(|e| io_error(&e, "pread (O_DIRECT)"))? as u64;
-                    return Ok(n.saturating_sub(head).min(len));
-                }
-                if self.buf.len() < len as usize {
-                    self.buf.resize(len as usize, 0);
-                }
-                let mut done = 0u64;
-                while done < len {
-                    match f
-                        .buffered
-                        .read_at(&mut self.buf[done as usize..len as usize], offset + done)
-                    {
-                        Ok(0) => break, // end of file: a short read
-                        Ok(n) => done += n as u64,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(io_error(&e, "pread")),
-                    }
-                }
-                Ok(done)
             }
-            Op::Write {
+            | Op::Write {
                 file,
                 offset,
                 len,
                 mode,
             } => {
+                let write = matches!(op, Op::Write { .. });
                 let f = file_of(file)?;
-                if let (IoMode::Direct, Some(d)) = (mode, f.direct.as_ref()) {
-                    let (start, _, alen) = aligned(offset, len);
-                    let buf = self.take_buf(alen);
-                    let r = d.write_all_at(&buf.as_slice()[..alen as usize], start);
-                    self.free_bufs.push(buf);
-                    r.map_err(|e| io_error(&e, "pwrite (O_DIRECT)"))?;
-                    return Ok(len);
+                match (mode, f.direct.as_ref()) {
+                    (IoMode::Direct, Some(d)) => self.direct_sync(d, write, offset, len),
+                    _ if write => self.buffered_write(f, offset, len),
+                    _ => self.buffered_read(f, offset, len),
                 }
-                if self.buf.len() < len as usize {
-                    self.buf.resize(len as usize, 0);
-                }
-                f.buffered
-                    .write_all_at(&self.buf[..len as usize], offset)
-                    .map_err(|e| io_error(&e, "pwrite"))?;
-                Ok(len)
             }
             Op::Fsync { file } => {
                 file_of(file)?.buffered.sync_all().map_err(|e| io_error(&e, "fsync"))?;
