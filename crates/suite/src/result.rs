@@ -151,3 +151,54 @@ impl RunResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::benchmarks::Zones;
+    use crate::experiment::Work;
+
+    #[test]
+    fn benchmarks_serialise_as_their_names() {
+        for b in Benchmark::ALL {
+            let json = serde_json::to_string(&b).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", b.name()));
+            assert_eq!(serde_json::from_str::<Benchmark>(&json).expect("parses"), b);
+            assert_eq!(b.to_string(), b.name());
+        }
+    }
+
+    #[test]
+    fn results_are_labelled_from_the_experiment() {
+        let mut exp = Experiment::sim(
+            "seagate-hdd",
+            "bfq",
+            Work::Fairness {
+                weights: vec![1, 2, 4],
+                zones: Zones::Mixed,
+            },
+        );
+        exp.tunables = vec!["low_latency=0".into()];
+        exp.seed = 7;
+        exp.rep = 3;
+        let mut m = Measured::on("seagate-hdd").with_mbps([30.0, 12.5]);
+        m.extra.insert("max_share_error_pct".into(), 1.5);
+        let r = RunResult::new(&exp, m);
+        assert_eq!(r.benchmark, Benchmark::Fairness);
+        assert_eq!(
+            (r.target.as_str(), r.device.as_str()),
+            ("sim:seagate-hdd", "seagate-hdd")
+        );
+        assert_eq!((r.workload.as_str(), r.app.as_deref()), ("1:2:4-mixed", None));
+        assert_eq!((r.seed, r.rep), (7, 3));
+        assert_eq!(r.tunables, ["low_latency=0"]);
+        assert_eq!((r.read_mbps, r.write_mbps, r.throughput_mbps), (30.0, 12.5, 42.5));
+        assert_eq!(r.extra["max_share_error_pct"], 1.5);
+        let startup = Experiment::sim("seagate-hdd", "noop", Work::background("10r-seq", Some("xterm")));
+        let r = RunResult::new(&startup, Measured::on("seagate-hdd"));
+        assert_eq!(r.benchmark, Benchmark::Startup);
+        assert_eq!((r.workload.as_str(), r.app.as_deref()), ("10r-seq", Some("xterm")));
+        let json = serde_json::to_value(&r).expect("serialises");
+        assert_eq!(json["benchmark"], "startup");
+    }
+}

@@ -267,3 +267,46 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
         (exp.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);
     Ok(RunResult::new(exp, measured))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Work;
+
+    #[test]
+    fn an_unreadable_profile_keeps_its_io_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let app = dir.path().to_string_lossy().into_owned();
+        // A directory exists but cannot be read as a profile: an I/O error, not bad input.
+        match load_profile(&app) {
+            Err(AppError::Read { path, source }) => {
+                assert_eq!(path, app);
+                assert_eq!(source.raw_os_error(), Some(libc::EISDIR), "{source}");
+            }
+            other => panic!("expected a read error, got {other:?}"),
+        }
+        let e = ScenarioError::from(load_profile("emacs").expect_err("unknown"));
+        assert!(matches!(e, ScenarioError::App(AppError::Unknown(_))), "{e:?}");
+        assert!(
+            e.to_string().starts_with("unknown application 'emacs': use bash"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn simulator_errors_keep_their_kind_and_message() {
+        let run = |device: &str, sched: &str, workload: &str| {
+            Experiment::sim(device, sched, Work::background(workload, None))
+                .run()
+                .expect_err("fails")
+        };
+        let e = run("floppy", "noop", "1r-seq");
+        assert!(matches!(e, ScenarioError::Device(_)), "{e:?}");
+        let e = run("seagate-hdd", "fastest", "1r-seq");
+        assert!(matches!(e, ScenarioError::Scheduler(_)), "{e:?}");
+        assert!(e.to_string().starts_with("unknown scheduler 'fastest'"), "{e}");
+        let e = run("seagate-hdd", "noop", "12x-seq");
+        assert!(matches!(e, ScenarioError::Workload { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "workload '12x-seq': 12x-seq");
+    }
+}

@@ -214,3 +214,63 @@ pub fn run_target<B: TargetBackend>(exp: &Experiment) -> Result<RunResult, RealE
     restored?;
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Work;
+    use crate::scenario::ScenarioError;
+
+    fn on(dir: &Path, work: Work) -> Experiment {
+        Experiment::new(Target::Kernel(dir.to_path_buf()), "bfq", work)
+    }
+
+    #[test]
+    fn real_runs_are_checked_before_anything_is_touched() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let ok = on(tmp.path(), Work::background("idle", Some("bash")));
+        let run = RealRun::new(&ok).expect("a valid experiment");
+        assert_eq!((run.dir, run.workload, run.app), (tmp.path(), "idle", Some("bash")));
+        let bad = |exp: Experiment, want: &str| {
+            let e = RealRun::new(&exp).expect_err(want).to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        };
+        bad(
+            on(&tmp.path().join("missing"), Work::background("idle", None)),
+            "is not a directory",
+        );
+        let video = Work::Video {
+            workload: "idle".into(),
+        };
+        bad(on(tmp.path(), video), "sim:<device> targets only");
+        let mut e = on(tmp.path(), Work::background("idle", None));
+        e.duration = Some(0);
+        bad(e, "duration 0");
+        let mut e = ok.clone();
+        e.real.file_scale = 0.0;
+        bad(e, "file scale 0 is out of range");
+        let mut e = ok.clone();
+        e.real.app_cmd = Some("  ".into());
+        bad(e, "empty app command");
+        bad(
+            Experiment {
+                target: Target::Sim("seagate-hdd".into()),
+                ..ok
+            },
+            "not a real target",
+        );
+    }
+
+    #[test]
+    fn device_io_errors_stay_io_errors_through_the_suite() {
+        let e = ScenarioError::from(RealError::Io {
+            context: "cannot read /sys/block/loop0/stat".into(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        });
+        match &e {
+            ScenarioError::Real(RealError::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::EIO)),
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        assert!(e.to_string().starts_with("cannot read /sys/block/loop0/stat: "), "{e}");
+    }
+}
