@@ -15,8 +15,6 @@ use bfq_workload::workloads::{self, WorkloadError, WorkloadSettings};
 use bfq_workload::{FileId, Process};
 use std::sync::Arc;
 
-pub use crate::timeline::{ITERATION_LEAD, PAPER_DISCARD, STARTUP_TIMEOUT, STARTUP_WARMUP};
-
 /// Which era of the S suite's settings to use (docs/BENCHMARKS.md, Eras).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {

@@ -26,8 +26,6 @@ use bfq_workload::{FileId, Process};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::timeline::{DROP_LEAD, SHORT_APP_TAIL};
-
 /// Smallest scaled file, bytes.
 const MIN_SCALED_FILE_BYTES: u64 = 1 << 20;
 

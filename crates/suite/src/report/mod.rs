@@ -86,13 +86,14 @@ impl SourceNote {
 }
 
 impl ReportMeta {
-    /// Metadata with the given command line and seed, the default title and a 60 s start-up timeout.
+    /// Metadata with the given command line and seed, the default title and the timeline's start-up timeout
+    /// ([`crate::timeline::STARTUP_TIMEOUT`], 60 s).
     pub fn new(command: impl Into<String>, seed: u64) -> ReportMeta {
         ReportMeta {
             title: "bfq benchmark report".to_string(),
             command: command.into(),
             seed,
-            startup_timeout_s: 60.0,
+            startup_timeout_s: crate::timeline::STARTUP_TIMEOUT as f64 / 1e9,
             startup_reference_s: BTreeMap::new(),
             sources: Vec::new(),
         }
