@@ -168,10 +168,10 @@ pub fn run_video(exp: &Experiment, device: &str, workload: &str) -> Result<RunRe
     let (mut sim, dev_name) = simulation(exp, device, false)?;
     let (clip, seed) = (exp.duration.unwrap_or(S_CLIP_DURATION_NS), exp.seed);
     let rotational = sim.device_info().rotational;
-    let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed).map_err(|source| {
+    let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed).map_err(|error| {
         ScenarioError::Workload {
             workload: workload.to_string(),
-            source,
+            error,
         }
     })?;
     for f in &wl.files {

@@ -55,6 +55,9 @@ impl Era {
 
 /// Errors setting up or running an experiment. Bad user input keeps a one-line message saying what to use
 /// instead; failures of the device model, the simulator or a real device keep their own error.
+///
+/// The message of every variant is complete and no variant reports a [`std::error::Error::source`], so that a
+/// caller printing the whole chain (`{:#}` of `anyhow`) prints each cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// A bad parameter given by the user (unknown name, out-of-range value, options that do not go together);
@@ -62,31 +65,31 @@ pub enum ScenarioError {
     #[error("{0}")]
     Input(String),
     /// A target that could not be understood or whose device model does not resolve.
-    #[error(transparent)]
-    Target(#[from] TargetError),
+    #[error("{0}")]
+    Target(TargetError),
     /// A simulated device that is neither a preset nor a valid description.
-    #[error(transparent)]
-    Device(#[from] bfq_sim::device::DeviceError),
+    #[error("{0}")]
+    Device(bfq_sim::device::DeviceError),
     /// A scheduler that does not exist, or a tunable it rejects.
-    #[error(transparent)]
-    Scheduler(#[from] bfq_sched::ConfigError),
+    #[error("{0}")]
+    Scheduler(bfq_sched::ConfigError),
     /// A background workload name that is not understood.
-    #[error("workload '{workload}': {}", source.0)]
+    #[error("workload '{workload}': {}", error.0)]
     Workload {
         /// The name given.
         workload: String,
         /// The workload grammar's error.
-        source: WorkloadError,
+        error: WorkloadError,
     },
     /// An application whose profile could not be loaded.
-    #[error(transparent)]
-    App(#[from] AppError),
+    #[error("{0}")]
+    App(AppError),
     /// The simulator could not be set up (e.g. the files do not fit on the device).
-    #[error(transparent)]
-    Sim(#[from] SimError),
+    #[error("{0}")]
+    Sim(SimError),
     /// A real target failed (I/O error on the device, missing privileges, scheduler switch, ...).
-    #[error(transparent)]
-    Real(#[from] RealError),
+    #[error("{0}")]
+    Real(RealError),
     /// A simulator target was handed to the real-target runner.
     #[error("target {target} is not a real target: real runs take engine:DIR or kernel:DIR")]
     Unavailable {
@@ -94,6 +97,26 @@ pub enum ScenarioError {
         target: String,
     },
 }
+
+/// `From` conversions into [`ScenarioError`] for the errors it wraps, each into its own variant.
+macro_rules! wrap_errors {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        $(impl From<$ty> for ScenarioError {
+            fn from(e: $ty) -> ScenarioError {
+                ScenarioError::$variant(e)
+            }
+        })*
+    };
+}
+
+wrap_errors!(
+    Target(TargetError),
+    Device(bfq_sim::device::DeviceError),
+    Scheduler(bfq_sched::ConfigError),
+    App(AppError),
+    Sim(SimError),
+    Real(RealError),
+);
 
 /// Why an application profile could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -104,20 +127,20 @@ pub enum AppError {
     )]
     Unknown(String),
     /// The profile file could not be read.
-    #[error("cannot read profile {path}: {source}")]
+    #[error("cannot read profile {path}: {error}")]
     Read {
         /// The path given.
         path: String,
         /// The I/O error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The profile file could not be parsed.
-    #[error("profile {path}: {source}")]
+    #[error("profile {path}: {error}")]
     Parse {
         /// The path given.
         path: String,
         /// What is wrong, and where.
-        source: ProfileError,
+        error: ProfileError,
     },
 }
 
@@ -128,13 +151,13 @@ pub fn load_profile(app: &str) -> Result<Profile, AppError> {
     }
     let path = std::path::Path::new(app);
     if path.exists() {
-        let text = std::fs::read_to_string(path).map_err(|source| AppError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| AppError::Read {
             path: app.to_string(),
-            source,
+            error,
         })?;
-        return Profile::parse(&text).map_err(|source| AppError::Parse {
+        return Profile::parse(&text).map_err(|error| AppError::Parse {
             path: app.to_string(),
-            source,
+            error,
         });
     }
     Err(AppError::Unknown(app.to_string()))
@@ -214,9 +237,9 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
     };
     let mut sim = Simulation::new(dev, policy, host, exp.seed);
     let wl = workloads::build(workload, &exp.era.settings(app.is_some()), info.rotational, 0, exp.seed).map_err(
-        |source| ScenarioError::Workload {
+        |error| ScenarioError::Workload {
             workload: workload.to_string(),
-            source,
+            error,
         },
     )?;
     for f in &wl.files {
@@ -277,9 +300,9 @@ mod tests {
         let app = dir.path().to_string_lossy().into_owned();
         // A directory exists but cannot be read as a profile: an I/O error, not bad input.
         match load_profile(&app) {
-            Err(AppError::Read { path, source }) => {
+            Err(AppError::Read { path, error }) => {
                 assert_eq!(path, app);
-                assert_eq!(source.raw_os_error(), Some(libc::EISDIR), "{source}");
+                assert_eq!(error.raw_os_error(), Some(libc::EISDIR), "{error}");
             }
             other => panic!("expected a read error, got {other:?}"),
         }
@@ -300,11 +323,14 @@ mod tests {
         };
         let e = run("floppy", "noop", "1r-seq");
         assert!(matches!(e, ScenarioError::Device(_)), "{e:?}");
+        // The message is whole: printing the chain adds nothing.
+        assert!(std::error::Error::source(&e).is_none());
         let e = run("seagate-hdd", "fastest", "1r-seq");
         assert!(matches!(e, ScenarioError::Scheduler(_)), "{e:?}");
         assert!(e.to_string().starts_with("unknown scheduler 'fastest'"), "{e}");
         let e = run("seagate-hdd", "noop", "12x-seq");
         assert!(matches!(e, ScenarioError::Workload { .. }), "{e:?}");
         assert_eq!(e.to_string(), "workload '12x-seq': 12x-seq");
+        assert!(std::error::Error::source(&e).is_none());
     }
 }

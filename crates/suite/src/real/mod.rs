@@ -102,14 +102,26 @@ pub enum RealError {
         why: &'static str,
     },
     /// An application whose profile could not be loaded.
-    #[error(transparent)]
-    App(#[from] crate::scenario::AppError),
+    #[error("{0}")]
+    App(crate::scenario::AppError),
     /// The io_uring engine failed to start, open a file or open a flow.
     #[error("engine: {0}")]
-    Engine(#[from] bfq_engine::EngineError),
+    Engine(bfq_engine::EngineError),
     /// A bad parameter or state the user can fix; the message says what and what to do.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<crate::scenario::AppError> for RealError {
+    fn from(e: crate::scenario::AppError) -> RealError {
+        RealError::App(e)
+    }
+}
+
+impl From<bfq_engine::EngineError> for RealError {
+    fn from(e: bfq_engine::EngineError) -> RealError {
+        RealError::Engine(e)
+    }
 }
 
 /// Largest accepted [`crate::experiment::RealOptions::file_scale`].
@@ -272,5 +284,7 @@ mod tests {
             other => panic!("expected an I/O error, got {other:?}"),
         }
         assert!(e.to_string().starts_with("cannot read /sys/block/loop0/stat: "), "{e}");
+        // The message is whole: printing the chain does not repeat the I/O error.
+        assert!(std::error::Error::source(&e).is_none());
     }
 }
