@@ -3,6 +3,9 @@
 //! - [`loopdev`]: `bfq loopdev create/remove`, the test devices the real targets may reconfigure.
 //! - [`runner`]: the real-time executor of [`bfq_workload::Process`] state machines over an [`IoBackend`].
 //! - [`kernel`]: the `kernel:DIR` target ([`run_kernel`]): plain `pread`/`pwrite`, the kernel's own schedulers.
+//! - [`engine`]: the `engine:DIR` target ([`run_engine`]): our policies in the io_uring engine.
+//! - [`run_target`]: the steps both targets share (checks, files, scheduler switch and restore, memory lock), over
+//!   a [`TargetBackend`].
 //! - [`timeline`]: the real-time [`crate::timeline::Testbed`] (warm-up, cold caches, start-up, throughput window) for
 //!   any backend.
 //! - [`sched`]: switching the kernel scheduler and its tunables through sysfs, restored afterwards.
@@ -10,8 +13,8 @@
 //! - [`cleanup`]: undo actions that also run on Ctrl-C.
 //!
 //! Safety rules: only devices that `bfq loopdev` made are reconfigured (unless
-//! [`crate::experiment::RealOptions::allow_device`]);
-//! every change is undone on success, on error and on an interrupt. See `docs/REAL.md`.
+//! [`crate::experiment::RealOptions::allow_device`]); every change is undone on success, on error and on an
+//! interrupt. See `docs/REAL.md`.
 
 pub mod aio;
 pub mod cleanup;
