@@ -101,11 +101,11 @@ fn run_one(a: RunArgs) -> Result<()> {
     }
     let work = bfq_suite::Work::background(&a.workload, a.app.as_deref());
     let mut exp = bfq_suite::Experiment::new(bfq_suite::target::Target::Sim(a.device.clone()), &a.sched, work);
-    exp.seed = a.seed;
+    exp.settings.seed = a.seed;
     exp.tunables = a.tune;
-    exp.era = bfq_suite::scenario::Era::parse(&a.profile)?;
-    exp.duration = Some((a.duration * 1e9) as u64);
-    exp.time_policy = a.cpu_time;
+    exp.settings.era = bfq_suite::scenario::Era::parse(&a.profile)?;
+    exp.settings.duration = Some((a.duration * 1e9) as u64);
+    exp.settings.time_policy = a.cpu_time;
     let r = exp.run()?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -212,7 +212,7 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     }
     let mut p = plan(a.quick, reps, a.seed);
     for j in &mut p.jobs {
-        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
+        j.settings.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
     }
     for s in &p.skipped {
         eprintln!("skipping scheduler {s}: not implemented yet");

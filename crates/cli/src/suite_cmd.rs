@@ -3,8 +3,9 @@
 use anyhow::{anyhow, bail, Result};
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::Era;
-use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, SuiteConfig};
+use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, Settings, SuiteConfig};
 use bfq_suite::target::Target;
+use bfq_suite::timeline::STARTUP_WARMUP;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -130,7 +131,12 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         Some(m) if (1..=1 << 20).contains(&m) => Some(m << 20),
         Some(m) => bail!("--file-size {m} is out of range: give MiB in 1..=1048576"),
     };
-    let era = a.profile.as_deref().map(Era::parse).transpose()?;
+    let era = a
+        .profile
+        .as_deref()
+        .map(Era::parse)
+        .transpose()?
+        .unwrap_or(Era::Current);
     Ok(SuiteConfig {
         benchmark,
         targets,
@@ -139,13 +145,15 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         workloads: a.workloads.as_deref().map(list),
         apps: a.apps.as_deref().map(list),
         reps,
-        era,
-        seed: a.seed,
-        duration,
         file_size,
-        time_policy: a.cpu_time,
-        real: real_options(a)?,
-        real_warmup: real_warmup(a)?,
+        settings: Settings {
+            era,
+            duration,
+            seed: a.seed,
+            time_policy: a.cpu_time,
+            real: real_options(a)?,
+            warmup: real_warmup(a)?.unwrap_or(STARTUP_WARMUP),
+        },
     })
 }
 
@@ -217,7 +225,7 @@ fn command_line(a: &SuiteArgs, cfg: &SuiteConfig) -> String {
     if let Some(w) = a.warmup {
         c.push_str(&format!(" --warmup {w}"));
     }
-    c.push_str(&format!(" --seed {}", cfg.seed));
+    c.push_str(&format!(" --seed {}", cfg.settings.seed));
     c
 }
 
@@ -265,7 +273,7 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     let results = results?;
     let meta = ReportMeta {
         title: format!("bfq suite: {}", cfg.benchmark.name()),
-        ..ReportMeta::new(command_line(&a, &cfg), cfg.seed)
+        ..ReportMeta::new(command_line(&a, &cfg), cfg.settings.seed)
     };
     let files = write_all(&out, &results, &meta, &[])
         .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;

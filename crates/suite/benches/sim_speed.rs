@@ -60,7 +60,7 @@ fn main() {
     let mut walls = Vec::new();
     for _ in 0..5 {
         let mut sc = Experiment::sim("seagate-hdd", "noop", Work::background("10r-seq", None));
-        sc.duration = Some(60 * SEC);
+        sc.settings.duration = Some(60 * SEC);
         let t = Instant::now();
         let r = sc.run().expect("runs");
         walls.push(t.elapsed().as_secs_f64());
@@ -73,7 +73,7 @@ fn main() {
     let mut walls = Vec::new();
     for _ in 0..5 {
         let mut sc = Experiment::sim("seagate-hdd", "bfq", Work::background("10r-seq", None));
-        sc.duration = Some(60 * SEC);
+        sc.settings.duration = Some(60 * SEC);
         let t = Instant::now();
         sc.run().expect("runs");
         walls.push(t.elapsed().as_secs_f64());

@@ -29,7 +29,10 @@ fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simu
         time_policy,
         ..HostConfig::default()
     };
-    Ok((Simulation::new(dev, policy, host, exp.seed), cfg.name().to_string()))
+    Ok((
+        Simulation::new(dev, policy, host, exp.settings.seed),
+        cfg.name().to_string(),
+    ))
 }
 
 /// Where the fairness benchmark places its files.
@@ -62,11 +65,11 @@ impl Zones {
 }
 
 /// S's fairness test: sequential readers with the given weights (each reading its own 2 GiB file placed as
-/// `zones` says), for `exp.duration` ns (default [`FAIRNESS_DURATION`]). Reports each reader's share of the bytes read and its weight's share, as
+/// `zones` says), for `exp.settings.duration` ns (default [`FAIRNESS_DURATION`]). Reports each reader's share of the bytes read and its weight's share, as
 /// `extra` keys `share_<i>` and `weight_share_<i>` (percent), and the largest deviation `max_share_error_pct`.
 pub fn run_fairness(exp: &Experiment, device: &str, weights: &[u32], zones: Zones) -> Result<RunResult, ScenarioError> {
     let (mut sim, dev_name) = simulation(exp, device, false)?;
-    let (duration, seed) = (exp.duration.unwrap_or(FAIRNESS_DURATION), exp.seed);
+    let (duration, seed) = (exp.settings.duration.unwrap_or(FAIRNESS_DURATION), exp.settings.seed);
     let size = 2u64 << 30;
     let mut pids = Vec::new();
     for (i, &w) in weights.iter().enumerate() {
@@ -114,7 +117,7 @@ pub fn run_fairness(exp: &Experiment, device: &str, weights: &[u32], zones: Zone
 /// With `time_policy` the wall-clock CPU time spent inside the policy is measured and reported per request in
 /// [`RunResult::sched_cpu_ns_per_request`] (iozone's `-+u` CPU cost column); that figure is not reproducible.
 pub fn run_iozone(exp: &Experiment, device: &str, threads: u32, file_size: u64) -> Result<RunResult, ScenarioError> {
-    let time_policy = exp.time_policy;
+    let time_policy = exp.settings.time_policy;
     let (mut sim, dev_name) = simulation(exp, device, time_policy)?;
     let (files, procs) = iozone_threads(threads, 0, file_size, 512 << 10);
     for f in &files {
@@ -156,7 +159,7 @@ fn add_file(sim: &mut Simulation, spec: &FileSpec) -> Result<bfq_workload::FileI
 }
 
 /// S's video test (docs/BENCHMARKS.md, video): while `workload` runs in the background (S 3.6 settings: writer
-/// cap on rotational devices, `sync` every 2 s), a player plays `exp.duration` ns (default: S's clip) of a video
+/// cap on rotational devices, `sync` every 2 s), a player plays `exp.settings.duration` ns (default: S's clip) of a video
 /// file with cold caches, and every 4 s a
 /// noise command reads 15 MiB of another file, bypassing the cache, with a `sync` in parallel. The player starts
 /// after [`VIDEO_WARMUP`].
@@ -166,7 +169,7 @@ fn add_file(sim: &mut Simulation, spec: &FileSpec) -> Result<bfq_workload::FileI
 /// device's aggregate during playback.
 pub fn run_video(exp: &Experiment, device: &str, workload: &str) -> Result<RunResult, ScenarioError> {
     let (mut sim, dev_name) = simulation(exp, device, false)?;
-    let (clip, seed) = (exp.duration.unwrap_or(S_CLIP_DURATION_NS), exp.seed);
+    let (clip, seed) = (exp.settings.duration.unwrap_or(S_CLIP_DURATION_NS), exp.settings.seed);
     let rotational = sim.device_info().rotational;
     let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed).map_err(|error| {
         ScenarioError::Workload {
@@ -235,14 +238,14 @@ const INTERLEAVED_AREA_BYTES: u64 = 4 << 30;
 /// S's interleaved I/O test (docs/BENCHMARKS.md, interleaved): `readers` processes read one area at the start of the device (the
 /// fast outer zone of a disk) with direct 16 KiB reads, reader *i* taking blocks *i*, *i*+N, *i*+2N, …, so that
 /// together they read it sequentially. After S's 5 s warm-up, the aggregate throughput is measured for
-/// `exp.duration` ns (default: S's measurement time).
+/// `exp.settings.duration` ns (default: S's measurement time).
 ///
 /// Reports the aggregate throughput and, as `extra`, `mean_request_kib` (bytes moved per device request over the
 /// whole run: above 16 KiB when a policy merged the readers' adjacent blocks into larger requests) and
 /// `slowest_reader_share_pct` (the least-served reader's share of the bytes read, percent; 100/N when all are equal).
 pub fn run_interleaved(exp: &Experiment, device: &str, readers: u32) -> Result<RunResult, ScenarioError> {
     let (mut sim, dev_name) = simulation(exp, device, false)?;
-    let measure = exp.duration.unwrap_or(S_INTERLEAVED_MEASURE_NS);
+    let measure = exp.settings.duration.unwrap_or(S_INTERLEAVED_MEASURE_NS);
     let readers = readers.max(1);
     let capacity = sim.device_info().capacity_sectors * 512;
     let area = INTERLEAVED_AREA_BYTES.min(capacity / 4);

@@ -119,6 +119,16 @@ pub struct Experiment {
     pub tunables: Vec<String>,
     /// What to measure.
     pub work: Work,
+    /// Repetition index, recorded in the result.
+    pub rep: u32,
+    /// How to run it.
+    pub settings: Settings,
+}
+
+/// How an experiment runs; `bfq suite` gives every experiment of a run the same settings (but for the seed, which
+/// grows with the repetition).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
     /// Settings era of the background workloads (throughput and start-up).
     pub era: Era,
     /// Measured duration, ns, where the benchmark has one (throughput run, video clip, fairness run, interleaved
@@ -128,13 +138,25 @@ pub struct Experiment {
     pub warmup: Time,
     /// Seed of every random stream.
     pub seed: u64,
-    /// Repetition index, recorded in the result.
-    pub rep: u32,
     /// Measure the policy's wall-clock CPU time per request (simulator: throughput, start-up, iozone); not
     /// reproducible.
     pub time_policy: bool,
     /// Options of the real targets (the simulator ignores them).
     pub real: RealOptions,
+}
+
+impl Default for Settings {
+    /// The current era, the benchmark's default duration, the 15 s warm-up, seed 1, no CPU timing.
+    fn default() -> Self {
+        Settings {
+            era: Era::Current,
+            duration: None,
+            warmup: STARTUP_WARMUP,
+            seed: 1,
+            time_policy: false,
+            real: RealOptions::default(),
+        }
+    }
 }
 
 /// Options that only the real targets (`engine:DIR`, `kernel:DIR`) use.
@@ -161,21 +183,15 @@ impl Default for RealOptions {
 }
 
 impl Experiment {
-    /// An experiment with the current era, the default duration, the 15 s warm-up, seed 1, repetition 0 and no
-    /// CPU timing.
+    /// An experiment without tunables, repetition 0, with the default [`Settings`].
     pub fn new(target: Target, scheduler: &str, work: Work) -> Experiment {
         Experiment {
             target,
             scheduler: scheduler.to_string(),
             tunables: Vec::new(),
             work,
-            era: Era::Current,
-            duration: None,
-            warmup: STARTUP_WARMUP,
-            seed: 1,
             rep: 0,
-            time_policy: false,
-            real: RealOptions::default(),
+            settings: Settings::default(),
         }
     }
 

@@ -16,5 +16,5 @@ pub mod suite;
 pub mod target;
 pub mod timeline;
 
-pub use experiment::{Experiment, RealOptions, Work};
+pub use experiment::{Experiment, RealOptions, Settings, Work};
 pub use result::{Benchmark, Measured, RunResult};

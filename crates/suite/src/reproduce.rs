@@ -57,10 +57,11 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
         })
         .collect();
     let mut jobs = Vec::new();
-    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| Experiment {
-        seed,
-        rep,
-        ..Experiment::new(Target::Sim(device.to_string()), sched, work)
+    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| {
+        let mut e = Experiment::new(Target::Sim(device.to_string()), sched, work);
+        e.settings.seed = seed;
+        e.rep = rep;
+        e
     };
     let mut add = |device: &str, workloads: &[&str], apps: &[&str], throughput: &[&str]| {
         for rep in 0..reps {
@@ -68,7 +69,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
             for &s in &scheds {
                 for &w in throughput {
                     let mut j = job(device, s, Work::Throughput { workload: w.into() }, seed, rep);
-                    j.duration = Some(default_throughput_duration(Era::Current));
+                    j.settings.duration = Some(default_throughput_duration(Era::Current));
                     jobs.push(j);
                 }
                 for &app in apps {
@@ -163,7 +164,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
                 0,
             );
             j.tunables = vec!["low_latency=0".to_string()];
-            j.duration = Some(crate::suite::FAIRNESS_DURATION);
+            j.settings.duration = Some(crate::suite::FAIRNESS_DURATION);
             jobs.push(j);
         }
     }

@@ -140,7 +140,7 @@ impl RunResult {
             workload: exp.work.label(),
             app: exp.work.app().map(str::to_string),
             rep: exp.rep,
-            seed: exp.seed,
+            seed: exp.settings.seed,
             startup_s: m.startup_s,
             timed_out: m.timed_out,
             throughput_mbps: m.read_mbps + m.write_mbps,
@@ -179,7 +179,7 @@ mod tests {
             },
         );
         exp.tunables = vec!["low_latency=0".into()];
-        exp.seed = 7;
+        exp.settings.seed = 7;
         exp.rep = 3;
         let mut m = Measured::on("seagate-hdd").with_mbps([30.0, 12.5]);
         m.extra.insert("max_share_error_pct".into(), 1.5);

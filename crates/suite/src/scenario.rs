@@ -232,16 +232,21 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
     let info = dev.info();
     let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = HostConfig {
-        time_policy: exp.time_policy,
+        time_policy: exp.settings.time_policy,
         ..HostConfig::default()
     };
-    let mut sim = Simulation::new(dev, policy, host, exp.seed);
-    let wl = workloads::build(workload, &exp.era.settings(app.is_some()), info.rotational, 0, exp.seed).map_err(
-        |error| ScenarioError::Workload {
-            workload: workload.to_string(),
-            error,
-        },
-    )?;
+    let mut sim = Simulation::new(dev, policy, host, exp.settings.seed);
+    let wl = workloads::build(
+        workload,
+        &exp.settings.era.settings(app.is_some()),
+        info.rotational,
+        0,
+        exp.settings.seed,
+    )
+    .map_err(|error| ScenarioError::Workload {
+        workload: workload.to_string(),
+        error,
+    })?;
     for f in &wl.files {
         sim.add_file(f)?;
     }
@@ -257,10 +262,15 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
         None => None,
     };
     let plan = match app {
-        Some(_) => Plan::Startup { warmup: exp.warmup },
+        Some(_) => Plan::Startup {
+            warmup: exp.settings.warmup,
+        },
         None => Plan::Throughput {
-            duration: exp.duration.unwrap_or(default_throughput_duration(exp.era)),
-            paper_discard: exp.era == Era::Paper,
+            duration: exp
+                .settings
+                .duration
+                .unwrap_or(default_throughput_duration(exp.settings.era)),
+            paper_discard: exp.settings.era == Era::Paper,
         },
     };
     let mut bed = SimBed {
@@ -285,7 +295,7 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
     extra.insert("window_s".to_string(), (w1 - w0) as f64 / 1e9);
     let inserted = sim.inserted_requests();
     measured.sched_cpu_ns_per_request =
-        (exp.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);
+        (exp.settings.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);
     Ok(RunResult::new(exp, measured))
 }
 

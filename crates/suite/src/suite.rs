@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub use crate::benchmarks::FAIRNESS_DURATION;
-pub use crate::experiment::{Experiment, RealOptions, Work};
+pub use crate::experiment::{Experiment, RealOptions, Settings, Work};
 pub use crate::result::Benchmark;
 
 impl Benchmark {
@@ -101,21 +101,13 @@ pub struct SuiteConfig {
     pub apps: Option<Vec<String>>,
     /// Repetitions (1..=100); `None` for [`default_reps`].
     pub reps: Option<u32>,
-    /// Settings era (throughput and start-up only); `None` for current.
-    pub era: Option<Era>,
-    /// Seed of repetition 0; repetition i uses seed + i.
-    pub seed: u64,
-    /// Measured duration, ns (not for start-up and iozone); `None` for the benchmark's default.
-    pub duration: Option<Time>,
     /// iozone file size per thread, bytes; `None` for [`default_iozone_file_size`].
     pub file_size: Option<u64>,
-    /// Measure policy CPU time (throughput, start-up, iozone).
-    pub time_policy: bool,
-    /// Background warm-up before the application starts on real targets, ns; `None` for [`STARTUP_WARMUP`] (the
-    /// simulator always uses [`STARTUP_WARMUP`]).
-    pub real_warmup: Option<Time>,
-    /// Options of the real targets.
-    pub real: RealOptions,
+    /// The settings of every experiment: the era (paper only for throughput and start-up), the seed of repetition 0
+    /// (repetition i uses seed + i), the duration (not for start-up and iozone), the warm-up (real targets only:
+    /// the simulator always uses [`STARTUP_WARMUP`]), CPU timing (throughput, start-up, iozone) and the options of
+    /// the real targets.
+    pub settings: Settings,
 }
 
 impl SuiteConfig {
@@ -129,13 +121,8 @@ impl SuiteConfig {
             workloads: None,
             apps: None,
             reps: None,
-            era: None,
-            seed: 1,
-            duration: None,
             file_size: None,
-            time_policy: false,
-            real_warmup: None,
-            real: RealOptions::default(),
+            settings: Settings::default(),
         }
     }
 }
@@ -274,9 +261,9 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             }
         }
     }
-    let era = match (cfg.era, b) {
-        (Some(e), Benchmark::Throughput | Benchmark::Startup) => e,
-        (Some(Era::Paper), _) => {
+    let era = match (cfg.settings.era, b) {
+        (e, Benchmark::Throughput | Benchmark::Startup) => e,
+        (Era::Paper, _) => {
             return Err(invalid(format!(
                 "--profile paper applies to the throughput and startup benchmarks only, not {}",
                 b.name()
@@ -294,7 +281,8 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             b.name()
         )));
     }
-    if cfg.duration.is_some() && matches!(b, Benchmark::Startup | Benchmark::Iozone) {
+    let duration = cfg.settings.duration;
+    if duration.is_some() && matches!(b, Benchmark::Startup | Benchmark::Iozone) {
         return Err(invalid(format!(
             "--duration does not apply to {}: its runs last as long as {}",
             b.name(),
@@ -305,7 +293,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             }
         )));
     }
-    if cfg.duration == Some(0) {
+    if duration == Some(0) {
         return Err(invalid("--duration must be positive".into()));
     }
     if cfg.file_size.is_some() && b != Benchmark::Iozone {
@@ -380,20 +368,20 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
                         };
                         let warmup = match target {
                             Target::Sim(_) => STARTUP_WARMUP,
-                            Target::Engine(_) | Target::Kernel(_) => cfg.real_warmup.unwrap_or(STARTUP_WARMUP),
+                            Target::Engine(_) | Target::Kernel(_) => cfg.settings.warmup,
                         };
                         jobs.push(Experiment {
                             target: target.clone(),
                             scheduler: s.clone(),
                             tunables: tunables_for(s, &cfg.tunables, b),
                             work,
-                            era,
-                            duration: cfg.duration,
-                            warmup,
-                            seed: cfg.seed.wrapping_add(u64::from(rep)),
                             rep,
-                            time_policy: cfg.time_policy,
-                            real: cfg.real.clone(),
+                            settings: Settings {
+                                era,
+                                warmup,
+                                seed: cfg.settings.seed.wrapping_add(u64::from(rep)),
+                                ..cfg.settings.clone()
+                            },
                         });
                     }
                 }
@@ -529,8 +517,8 @@ mod tests {
         cfg.reps = Some(2);
         let jobs = plan(&cfg).unwrap();
         assert_eq!(jobs.len(), 2 * 2 * 2 * 2 * 2);
-        assert_eq!(jobs[0].seed, 1);
-        assert_eq!(jobs[16].seed, 2);
+        assert_eq!(jobs[0].settings.seed, 1);
+        assert_eq!(jobs[16].settings.seed, 2);
         assert_eq!(jobs[16].rep, 1);
         // The first eight jobs are xterm: both targets, before oowriter.
         assert!(jobs[..8]
@@ -585,7 +573,7 @@ mod tests {
         c.apps = Some(vec!["emacs".into()]);
         cases.push((c, "unknown application 'emacs'"));
         let mut c = SuiteConfig::new(Benchmark::Video, sim());
-        c.era = Some(Era::Paper);
+        c.settings.era = Era::Paper;
         cases.push((c, "--profile paper applies to the throughput and startup"));
         for (cfg, want) in cases {
             let e = plan(&cfg).expect_err(want).to_string();

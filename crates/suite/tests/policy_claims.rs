@@ -23,8 +23,8 @@ fn run_fairness(
     };
     let mut exp = Experiment::sim(device, sched, work);
     exp.tunables = tunables.to_vec();
-    exp.duration = Some(duration);
-    exp.seed = seed;
+    exp.settings.duration = Some(duration);
+    exp.settings.seed = seed;
     exp.run()
 }
 
@@ -93,8 +93,8 @@ fn cfq_shares_time_while_bfq_shares_sectors_across_zones() {
 
 fn read_mbps(sched: &str, workload: &str) -> f64 {
     let mut sc = Experiment::sim("seagate-hdd", sched, Work::background(workload, None));
-    sc.era = Era::Paper; // no writer rate cap, no periodic sync: a plain streaming writer
-    sc.duration = Some(30 * SEC);
+    sc.settings.era = Era::Paper; // no writer rate cap, no periodic sync: a plain streaming writer
+    sc.settings.duration = Some(30 * SEC);
     sc.run().unwrap().read_mbps
 }
 

@@ -44,9 +44,9 @@ fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> Exper
         sched,
         Work::background(workload, app),
     );
-    sc.warmup = 2 * SEC;
-    sc.duration = Some(3 * SEC);
-    sc.real.file_scale = 8.0 / 500.0; // 8 MiB background files
+    sc.settings.warmup = 2 * SEC;
+    sc.settings.duration = Some(3 * SEC);
+    sc.settings.real.file_scale = 8.0 / 500.0; // 8 MiB background files
     sc
 }
 

@@ -69,8 +69,8 @@ fn current(dev: &BlockDev) -> String {
 fn quick(dir: &Path, sched: &str, workload: &str) -> Experiment {
     let work = Work::background(workload, Some("bash"));
     let mut sc = Experiment::new(Target::Kernel(dir.to_path_buf()), sched, work);
-    sc.warmup = 2 * SEC;
-    sc.real.file_scale = 4.0 / 500.0;
+    sc.settings.warmup = 2 * SEC;
+    sc.settings.real.file_scale = 4.0 / 500.0;
     sc
 }
 
@@ -132,7 +132,7 @@ fn kernel_target_runs_and_restores_the_scheduler() {
     // Throughput run with writers (buffered writes, fsync-free) and the sync loop.
     let mut sc = quick(&d.dir, "kyber", "1r1w-seq");
     sc.work = Work::background("1r1w-seq", None);
-    sc.duration = Some(2 * SEC);
+    sc.settings.duration = Some(2 * SEC);
     let r = run_kernel(&sc).expect("runs");
     assert_eq!(r.benchmark, Benchmark::Throughput);
     assert!(r.read_mbps > 1.0 && r.extra["proc_write_mbps"] > 1.0, "{r:?}");
@@ -142,10 +142,10 @@ fn kernel_target_runs_and_restores_the_scheduler() {
     let mut sc = quick(&d.dir, "bfq", "idle");
     let cmd = format!("cat {}/bfq-files/* > /dev/null", d.dir.display());
     sc.work = Work::background("idle", Some(&cmd));
-    sc.real.app_cmd = Some(cmd);
+    sc.settings.real.app_cmd = Some(cmd);
     let r = run_kernel(&sc).expect("runs");
     assert!(r.startup_s.is_some_and(|s| s > 0.0 && s < 10.0), "{r:?}");
-    assert_eq!(r.app, sc.real.app_cmd);
+    assert_eq!(r.app, sc.settings.real.app_cmd);
     assert_eq!(current(&dev), "mq-deadline");
 
     // Failures restore too: an unknown tunable after switching to bfq, an unknown scheduler.
@@ -201,7 +201,7 @@ fn child_long_run_for_interrupt() {
     };
     let mut sc = quick(Path::new(&dir), "bfq", "1r-seq");
     sc.work = Work::background("1r-seq", None);
-    sc.duration = Some(60 * SEC);
+    sc.settings.duration = Some(60 * SEC);
     let _ = run_kernel(&sc);
 }
 

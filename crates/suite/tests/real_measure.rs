@@ -72,11 +72,11 @@ fn startup_side_by_side() {
                 let work = Work::background(workload, Some(label));
                 let mut sc = Experiment::new(Target::Kernel(dir.clone().into()), name, work);
                 sc.tunables = parts.map(str::to_string).collect();
-                sc.real.app_cmd = app_cmd.clone();
-                sc.warmup = (warmup * SEC as f64) as u64;
-                sc.real.file_scale = scale;
+                sc.settings.real.app_cmd = app_cmd.clone();
+                sc.settings.warmup = (warmup * SEC as f64) as u64;
+                sc.settings.real.file_scale = scale;
                 sc.rep = rep;
-                sc.seed = 1 + u64::from(rep);
+                sc.settings.seed = 1 + u64::from(rep);
                 let r = run_kernel(&sc).expect("runs");
                 eprintln!(
                     "{workload} rep {rep} {:<20} start-up {:>8} s  throughput {:>7.1} MB/s (read {:.1}, write {:.1})",

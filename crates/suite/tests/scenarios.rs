@@ -5,7 +5,7 @@ use bfq_suite::{Experiment, Work};
 
 fn run(device: &str, sched: &str, workload: &str, app: Option<&str>) -> bfq_suite::RunResult {
     let mut sc = Experiment::sim(device, sched, Work::background(workload, app));
-    sc.duration = Some(20 * SEC);
+    sc.settings.duration = Some(20 * SEC);
     sc.run().unwrap_or_else(|e| panic!("{device} {sched} {workload}: {e}"))
 }
 
@@ -15,7 +15,7 @@ fn same_seed_gives_byte_identical_json() {
     let b = serde_json::to_string(&run("seagate-hdd", "bfq", "5r5w-seq", Some("xterm"))).unwrap();
     assert_eq!(a, b);
     let mut sc = Experiment::sim("seagate-hdd", "bfq", Work::background("5r5w-seq", Some("xterm")));
-    sc.seed = 2;
+    sc.settings.seed = 2;
     let c = serde_json::to_string(&sc.run().unwrap()).unwrap();
     assert_ne!(a, c, "another seed draws other random streams");
 }

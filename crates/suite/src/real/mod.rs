@@ -142,7 +142,7 @@ pub struct RealRun<'a> {
     pub dir: &'a Path,
     /// Background workload (`idle`, `10r-seq`, ...).
     pub workload: &'a str,
-    /// Application that starts up (a profile to replay, or the label of `exp.real.app_cmd`).
+    /// Application that starts up (a profile to replay, or the label of `exp.settings.real.app_cmd`).
     pub app: Option<&'a str>,
 }
 
@@ -172,16 +172,23 @@ impl<'a> RealRun<'a> {
                 dir.display()
             )));
         }
-        let scale = exp.real.file_scale;
+        let scale = exp.settings.real.file_scale;
         if !(scale.is_finite() && scale > 0.0 && scale <= MAX_FILE_SCALE) {
             return Err(RealError::Invalid(format!(
                 "file scale {scale} is out of range: give a number in (0, {MAX_FILE_SCALE}]"
             )));
         }
-        if app.is_none() && exp.duration == Some(0) {
+        if app.is_none() && exp.settings.duration == Some(0) {
             return Err(RealError::Invalid("duration 0: give a positive duration".into()));
         }
-        if app.is_some() && exp.real.app_cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        if app.is_some()
+            && exp
+                .settings
+                .real
+                .app_cmd
+                .as_deref()
+                .is_some_and(|c| c.trim().is_empty())
+        {
             return Err(RealError::Invalid("empty app command".into()));
         }
         Ok(RealRun {
@@ -213,7 +220,7 @@ pub fn run_target<B: TargetBackend>(exp: &Experiment) -> Result<RunResult, RealE
     sys::require_root(B::NEEDS_ROOT)?;
     let run = RealRun::new(exp)?;
     let dev = BlockDev::of_dir(run.dir)?;
-    check_device(&dev, run.dir, exp.real.allow_device)?;
+    check_device(&dev, run.dir, exp.settings.real.allow_device)?;
     let prepared = prepare(&run, dev.rotational())?;
     let backend = B::open_for(exp, &prepared.files)?;
     let (sched, tunables) = B::device_scheduler(exp);
@@ -259,13 +266,13 @@ mod tests {
         };
         bad(on(tmp.path(), video), "sim:<device> targets only");
         let mut e = on(tmp.path(), Work::background("idle", None));
-        e.duration = Some(0);
+        e.settings.duration = Some(0);
         bad(e, "duration 0");
         let mut e = ok.clone();
-        e.real.file_scale = 0.0;
+        e.settings.real.file_scale = 0.0;
         bad(e, "file scale 0 is out of range");
         let mut e = ok.clone();
-        e.real.app_cmd = Some("  ".into());
+        e.settings.real.app_cmd = Some("  ".into());
         bad(e, "empty app command");
         bad(
             Experiment {

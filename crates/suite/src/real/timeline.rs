@@ -75,11 +75,11 @@ pub fn settings_for(era: Era, with_app: bool, scale: f64) -> WorkloadSettings {
 pub fn prepare(run: &RealRun, rotational: bool) -> Result<Prepared, RealError> {
     let exp = run.exp;
     let with_app = run.app.is_some();
-    let settings = settings_for(exp.era, with_app, exp.real.file_scale);
-    let workload = workloads::build(run.workload, &settings, rotational, 0, exp.seed)
+    let settings = settings_for(exp.settings.era, with_app, exp.settings.real.file_scale);
+    let workload = workloads::build(run.workload, &settings, rotational, 0, exp.settings.seed)
         .map_err(|e| RealError::Invalid(format!("workload '{}': {}", run.workload, e)))?;
     let app_base = workload.files.len() as FileId;
-    let profile = match (run.app, &exp.real.app_cmd) {
+    let profile = match (run.app, &exp.settings.real.app_cmd) {
         (Some(app), None) => Some(Arc::new(load_profile(app)?)),
         _ => None,
     };
@@ -261,7 +261,7 @@ pub fn run_timeline<B: IoBackend>(
         runner: Runner::new(backend),
         dev,
         background: workload.processes,
-        app_cmd: exp.real.app_cmd.as_deref().filter(|_| run.app.is_some()),
+        app_cmd: exp.settings.real.app_cmd.as_deref().filter(|_| run.app.is_some()),
         app: profile.map(|p| (p, app_base)),
         app_id: None,
         app_end: None,
@@ -269,9 +269,11 @@ pub fn run_timeline<B: IoBackend>(
         closed: None,
     };
     let plan = match run.app {
-        Some(_) => Plan::Startup { warmup: exp.warmup },
+        Some(_) => Plan::Startup {
+            warmup: exp.settings.warmup,
+        },
         None => Plan::Throughput {
-            duration: exp.duration.unwrap_or(super::DEFAULT_DURATION),
+            duration: exp.settings.duration.unwrap_or(super::DEFAULT_DURATION),
             // The real targets have always measured `[1 s, duration]`, in both eras.
             paper_discard: false,
         },
@@ -331,7 +333,7 @@ pub fn run_timeline<B: IoBackend>(
         "io_errors".to_string(),
         (outcomes.iter().map(|o| o.report.errors).sum::<u64>() + app_errors) as f64,
     );
-    extra.insert("file_scale".to_string(), exp.real.file_scale);
+    extra.insert("file_scale".to_string(), exp.settings.real.file_scale);
     extra.insert("files_written_mb".to_string(), files.written_bytes as f64 / 1e6);
     Ok(m)
 }
