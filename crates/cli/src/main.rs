@@ -99,14 +99,14 @@ struct RunArgs {
 
 fn run_one(a: RunArgs) -> Result<()> {
     let duration = bfq_suite::limits::duration_ns(a.duration)?;
-    let mut sc = bfq_suite::scenario::SimScenario::new(&a.device, &a.sched, &a.workload);
-    sc.app = a.app;
-    sc.seed = a.seed;
-    sc.tunables = a.tune;
-    sc.era = bfq_suite::scenario::Era::parse(&a.profile)?;
-    sc.duration = duration;
-    sc.time_policy = a.cpu_time;
-    let r = bfq_suite::scenario::run_sim(&sc)?;
+    let work = bfq_suite::Work::background(&a.workload, a.app.as_deref());
+    let mut exp = bfq_suite::Experiment::new(bfq_suite::target::Target::Sim(a.device.clone()), &a.sched, work);
+    exp.settings.seed = a.seed;
+    exp.tunables = a.tune;
+    exp.settings.era = bfq_suite::scenario::Era::parse(&a.profile)?;
+    exp.settings.duration = Some(duration);
+    exp.settings.time_policy = a.cpu_time;
+    let r = exp.run()?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -197,24 +197,6 @@ struct ReproduceArgs {
     cpu_time: bool,
 }
 
-/// The command recorded in the `bfq reproduce` report: the options that decide its contents (`--quick`, the
-/// repetitions, the seed, `--cpu-time`), not `--out` or `--jobs`.
-///
-/// Unlike `bfq suite`, which records its real arguments ([`cmdline::from_env`]), the reproduce report names this
-/// normalised form: `report.html` is pinned byte for byte by the `reproduce_digest` test, whose real arguments
-/// include a temporary `--out` directory.
-fn reproduce_command(a: &ReproduceArgs, reps: u32) -> String {
-    let mut command = String::from("bfq reproduce");
-    if a.quick {
-        command.push_str(" --quick");
-    }
-    command.push_str(&format!(" --reps {reps} --seed {}", a.seed));
-    if a.cpu_time {
-        command.push_str(" --cpu-time");
-    }
-    command
-}
-
 fn reproduce(a: ReproduceArgs) -> Result<()> {
     use bfq_suite::reproduce::{checklist, plan, run_all};
     let reps = bfq_suite::limits::reps(a.reps.unwrap_or(if a.quick { 1 } else { 2 }))?;
@@ -224,7 +206,7 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     )?;
     let mut p = plan(a.quick, reps, a.seed);
     for j in &mut p.jobs {
-        j.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
+        j.settings.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
     }
     for s in &p.skipped {
         eprintln!("skipping scheduler {s}: not implemented yet");
@@ -244,7 +226,7 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     let items = checklist(&ok);
     let meta = bfq_suite::report::ReportMeta {
         sources: bfq_suite::reproduce::sources(),
-        ..bfq_suite::report::ReportMeta::new(reproduce_command(&a, reps), a.seed)
+        ..bfq_suite::report::ReportMeta::new(cmdline::from_env(), a.seed)
     };
     let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;

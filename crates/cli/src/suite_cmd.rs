@@ -5,8 +5,9 @@ use anyhow::{anyhow, Result};
 use bfq_suite::limits;
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::Era;
-use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, SuiteConfig};
+use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, Settings, SuiteConfig};
 use bfq_suite::target::Target;
+use bfq_suite::timeline::STARTUP_WARMUP;
 use std::path::PathBuf;
 
 /// Shown after `bfq suite --help`.
@@ -123,7 +124,12 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
     };
     let duration = a.duration.map(limits::duration_ns).transpose()?;
     let file_size = a.file_size.map(limits::iozone_file_bytes).transpose()?;
-    let era = a.profile.as_deref().map(Era::parse).transpose()?;
+    let era = a
+        .profile
+        .as_deref()
+        .map(Era::parse)
+        .transpose()?
+        .unwrap_or(Era::Current);
     Ok(SuiteConfig {
         benchmark,
         targets,
@@ -132,25 +138,31 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
         workloads: a.workloads.as_deref().map(list),
         apps: a.apps.as_deref().map(list),
         reps,
-        era,
-        seed: a.seed,
-        duration,
         file_size,
-        time_policy: a.cpu_time,
-        real: real_options(a)?,
+        settings: Settings {
+            era,
+            duration,
+            seed: a.seed,
+            time_policy: a.cpu_time,
+            real: real_options(a)?,
+            warmup: real_warmup(a)?.unwrap_or(STARTUP_WARMUP),
+        },
     })
 }
 
 /// The options of the real targets, checked.
 fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
     let file_scale = a.file_scale.map(limits::file_scale).transpose()?.unwrap_or(1.0);
-    let warmup = a.warmup.map(limits::warmup_ns).transpose()?;
     Ok(RealOptions {
         allow_device: a.allow_device,
         app_cmd: a.app_cmd.clone(),
         file_scale,
-        warmup,
     })
+}
+
+/// The warm-up of the real targets, checked.
+fn real_warmup(a: &SuiteArgs) -> Result<Option<u64>> {
+    Ok(a.warmup.map(limits::warmup_ns).transpose()?)
 }
 
 /// Runs `bfq suite`.
@@ -181,7 +193,7 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     let results = results?;
     let meta = ReportMeta {
         title: format!("bfq suite: {}", cfg.benchmark.name()),
-        ..ReportMeta::new(cmdline::from_env(), cfg.seed)
+        ..ReportMeta::new(cmdline::from_env(), cfg.settings.seed)
     };
     let files = write_all(&out, &results, &meta, &[])
         .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;

@@ -3,7 +3,7 @@
 
 use bfq_sched::SEC;
 use bfq_sim::{HostConfig, Simulation};
-use bfq_suite::scenario::{run_sim, SimScenario};
+use bfq_suite::{Experiment, Work};
 use bfq_workload::fio::{JobConfig, Pattern};
 use bfq_workload::readers::Reader;
 use bfq_workload::{rng, FileSpec, IoMode, Placement};
@@ -59,10 +59,10 @@ fn main() {
     );
     let mut walls = Vec::new();
     for _ in 0..5 {
-        let mut sc = SimScenario::new("seagate-hdd", "noop", "10r-seq");
-        sc.duration = 60 * SEC;
+        let mut sc = Experiment::sim("seagate-hdd", "noop", Work::background("10r-seq", None));
+        sc.settings.duration = Some(60 * SEC);
         let t = Instant::now();
-        let r = run_sim(&sc).expect("runs");
+        let r = sc.run().expect("runs");
         walls.push(t.elapsed().as_secs_f64());
         assert!(r.throughput_mbps > 0.0);
     }
@@ -72,10 +72,10 @@ fn main() {
     );
     let mut walls = Vec::new();
     for _ in 0..5 {
-        let mut sc = SimScenario::new("seagate-hdd", "bfq", "10r-seq");
-        sc.duration = 60 * SEC;
+        let mut sc = Experiment::sim("seagate-hdd", "bfq", Work::background("10r-seq", None));
+        sc.settings.duration = Some(60 * SEC);
         let t = Instant::now();
-        run_sim(&sc).expect("runs");
+        sc.run().expect("runs");
         walls.push(t.elapsed().as_secs_f64());
     }
     println!(

@@ -1,64 +1,38 @@
 //! Benchmarks beyond throughput and start-up, on the simulator: weighted fairness across disk zones, iozone-style
 //! phases, video playback under load, and interleaved readers.
 
-use crate::result::RunResult;
-use crate::scenario::{ScenarioError, STARTUP_WARMUP};
+use crate::experiment::Experiment;
+use crate::result::{Measured, RunResult};
+use crate::scenario::ScenarioError;
+use crate::timeline::{DROP_LEAD, STARTUP_WARMUP};
 use bfq_sched::{Time, SEC};
 use bfq_sim::{HostConfig, Simulation};
 use bfq_workload::fio::{JobConfig, Pattern};
-use bfq_workload::interleaved::{InterleavedReader, S_INTERLEAVED_WARMUP_NS};
+use bfq_workload::interleaved::{InterleavedReader, S_INTERLEAVED_MEASURE_NS, S_INTERLEAVED_WARMUP_NS};
 use bfq_workload::iozone::iozone_threads;
 use bfq_workload::noise::{Noise, NoiseConfig, S_NOISE_BS_BYTES, S_NOISE_COUNT};
 use bfq_workload::readers::Reader;
-use bfq_workload::video::{VideoConfig, VideoPlayer};
+use bfq_workload::video::{VideoConfig, VideoPlayer, S_CLIP_DURATION_NS};
 use bfq_workload::workloads::{self, WorkloadSettings};
 use bfq_workload::{rng, FileSpec, FlowSpec, Placement};
 use std::collections::BTreeMap;
 
-fn simulation(
-    device: &str,
-    sched: &str,
-    tunables: &[String],
-    seed: u64,
-    time_policy: bool,
-) -> Result<(Simulation, String), ScenarioError> {
-    let cfg = bfq_sim::device::resolve(device).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+/// Default simulated duration of a fairness run, ns.
+pub const FAIRNESS_DURATION: Time = 30 * SEC;
+
+/// The simulation of `exp` on `device` and the device's name.
+fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simulation, String), ScenarioError> {
+    let cfg = bfq_sim::device::resolve(device)?;
     let dev = cfg.build();
-    let policy = bfq_sched::build(sched, &dev.info(), tunables).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+    let policy = bfq_sched::build(&exp.scheduler, &dev.info(), &exp.tunables)?;
     let host = HostConfig {
         time_policy,
         ..HostConfig::default()
     };
-    Ok((Simulation::new(dev, policy, host, seed), cfg.name().to_string()))
-}
-
-fn base_result(
-    benchmark: &str,
-    device: &str,
-    dev_name: &str,
-    sched: &str,
-    tunables: &[String],
-    workload: String,
-    seed: u64,
-) -> RunResult {
-    RunResult {
-        benchmark: benchmark.to_string(),
-        target: format!("sim:{device}"),
-        device: dev_name.to_string(),
-        scheduler: sched.to_string(),
-        tunables: tunables.to_vec(),
-        workload,
-        app: None,
-        rep: 0,
-        seed,
-        startup_s: None,
-        timed_out: false,
-        throughput_mbps: 0.0,
-        read_mbps: 0.0,
-        write_mbps: 0.0,
-        sched_cpu_ns_per_request: None,
-        extra: BTreeMap::new(),
-    }
+    Ok((
+        Simulation::new(dev, policy, host, exp.settings.seed),
+        cfg.name().to_string(),
+    ))
 }
 
 /// Where the fairness benchmark places its files.
@@ -91,18 +65,11 @@ impl Zones {
 }
 
 /// S's fairness test: sequential readers with the given weights (each reading its own 2 GiB file placed as
-/// `zones` says), for `duration` ns. Reports each reader's share of the bytes read and its weight's share, as
+/// `zones` says), for `exp.settings.duration` ns (default [`FAIRNESS_DURATION`]). Reports each reader's share of the bytes read and its weight's share, as
 /// `extra` keys `share_<i>` and `weight_share_<i>` (percent), and the largest deviation `max_share_error_pct`.
-pub fn run_fairness(
-    device: &str,
-    sched: &str,
-    tunables: &[String],
-    weights: &[u32],
-    zones: Zones,
-    duration: Time,
-    seed: u64,
-) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
+pub fn run_fairness(exp: &Experiment, device: &str, weights: &[u32], zones: Zones) -> Result<RunResult, ScenarioError> {
+    let (mut sim, dev_name) = simulation(exp, device, false)?;
+    let (duration, seed) = (exp.settings.duration.unwrap_or(FAIRNESS_DURATION), exp.settings.seed);
     let size = 2u64 << 30;
     let mut pids = Vec::new();
     for (i, &w) in weights.iter().enumerate() {
@@ -112,7 +79,7 @@ pub fn run_fairness(
             placement: Placement::At(zones.position(i, weights.len())),
             prewritten: true,
         };
-        let f = sim.add_file(&spec).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        let f = sim.add_file(&spec)?;
         let name = format!("reader{i}");
         let mut cfg = JobConfig::new(name.clone(), f, size, Pattern::Sequential);
         // S's fairness readers are `dd bs=1M`.
@@ -130,16 +97,7 @@ pub fn run_fairness(
         .collect();
     let total: u64 = bytes.iter().sum::<u64>().max(1);
     let wsum: u32 = weights.iter().sum::<u32>().max(1);
-    let label = weights.iter().map(u32::to_string).collect::<Vec<_>>().join(":");
-    let mut r = base_result(
-        "fairness",
-        device,
-        &dev_name,
-        sched,
-        tunables,
-        format!("{label}-{}", zones.name()),
-        seed,
-    );
+    let mut r = Measured::on(dev_name).with_mbps(m.mbps_between(0, duration));
     let mut worst: f64 = 0.0;
     for (i, (&b, &w)) in bytes.iter().zip(weights).enumerate() {
         let share = 100.0 * b as f64 / total as f64;
@@ -149,11 +107,7 @@ pub fn run_fairness(
         r.extra.insert(format!("weight_share_{i}_pct"), want);
     }
     r.extra.insert("max_share_error_pct".into(), worst);
-    let [rd, wr] = m.mbps_between(0, duration);
-    r.read_mbps = rd;
-    r.write_mbps = wr;
-    r.throughput_mbps = rd + wr;
-    Ok(r)
+    Ok(RunResult::new(exp, r))
 }
 
 /// iozone `-s <file_size> -r 512k -i 0 -i 1 -t <threads>`: each thread writes, re-writes, reads and re-reads its own
@@ -162,19 +116,12 @@ pub fn run_fairness(
 ///
 /// With `time_policy` the wall-clock CPU time spent inside the policy is measured and reported per request in
 /// [`RunResult::sched_cpu_ns_per_request`] (iozone's `-+u` CPU cost column); that figure is not reproducible.
-pub fn run_iozone(
-    device: &str,
-    sched: &str,
-    tunables: &[String],
-    threads: u32,
-    file_size: u64,
-    seed: u64,
-    time_policy: bool,
-) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, time_policy)?;
+pub fn run_iozone(exp: &Experiment, device: &str, threads: u32, file_size: u64) -> Result<RunResult, ScenarioError> {
+    let time_policy = exp.settings.time_policy;
+    let (mut sim, dev_name) = simulation(exp, device, time_policy)?;
     let (files, procs) = iozone_threads(threads, 0, file_size, 512 << 10);
     for f in &files {
-        sim.add_file(f).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        sim.add_file(f)?;
     }
     let pids: Vec<_> = procs.into_iter().map(|p| sim.spawn(0, Box::new(p))).collect();
     // Generous limit: every phase moves the whole file, at no less than 1 MB/s.
@@ -182,15 +129,6 @@ pub fn run_iozone(
     for &p in &pids {
         sim.run_until_exit(p, limit);
     }
-    let mut r = base_result(
-        "iozone",
-        device,
-        &dev_name,
-        sched,
-        tunables,
-        format!("{threads}-thread"),
-        seed,
-    );
     let mut rates: BTreeMap<String, f64> = BTreeMap::new();
     for &p in &pids {
         if let Some(rep) = sim.report(p) {
@@ -200,15 +138,12 @@ pub fn run_iozone(
         }
     }
     let end = sim.now().max(1);
-    let [rd, wr] = sim.metrics().mbps_between(0, end);
-    r.read_mbps = rd;
-    r.write_mbps = wr;
-    r.throughput_mbps = rd + wr;
+    let mut r = Measured::on(dev_name).with_mbps(sim.metrics().mbps_between(0, end));
     r.extra = rates;
     let inserted = sim.inserted_requests();
     r.sched_cpu_ns_per_request =
         (time_policy && inserted > 0).then(|| sim.metrics().sched_cpu_ns as f64 / inserted as f64);
-    Ok(r)
+    Ok(RunResult::new(exp, r))
 }
 
 /// Background warm-up before the video starts, ns: as for start-up, long enough for the background flows (and BFQ's
@@ -220,29 +155,28 @@ pub const VIDEO_WARMUP: Time = STARTUP_WARMUP;
 const VIDEO_SLACK: Time = 60 * SEC;
 
 fn add_file(sim: &mut Simulation, spec: &FileSpec) -> Result<bfq_workload::FileId, ScenarioError> {
-    sim.add_file(spec).map_err(|e| ScenarioError::Invalid(e.to_string()))
+    Ok(sim.add_file(spec)?)
 }
 
-/// S's video test (`suite.md` §1.7): while `workload` runs in the background (S 3.6 settings: writer cap on
-/// rotational devices, `sync` every 2 s), a player plays `clip` ns of a video file with cold caches, and every 4 s a
+/// S's video test (docs/BENCHMARKS.md, video): while `workload` runs in the background (S 3.6 settings: writer
+/// cap on rotational devices, `sync` every 2 s), a player plays `exp.settings.duration` ns (default: S's clip) of a video
+/// file with cold caches, and every 4 s a
 /// noise command reads 15 MiB of another file, bypassing the cache, with a `sync` in parallel. The player starts
 /// after [`VIDEO_WARMUP`].
 ///
 /// Reports `extra` keys `drop_rate_pct` (frames not shown by their deadline, percent of the clip's frames, what
 /// mplayer `-framedrop` prints), `frames` (frames in the clip) and `dropped_frames`; the throughput is the
 /// device's aggregate during playback.
-pub fn run_video(
-    device: &str,
-    sched: &str,
-    tunables: &[String],
-    workload: &str,
-    clip: Time,
-    seed: u64,
-) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
+pub fn run_video(exp: &Experiment, device: &str, workload: &str) -> Result<RunResult, ScenarioError> {
+    let (mut sim, dev_name) = simulation(exp, device, false)?;
+    let (clip, seed) = (exp.settings.duration.unwrap_or(S_CLIP_DURATION_NS), exp.settings.seed);
     let rotational = sim.device_info().rotational;
-    let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed)
-        .map_err(|e| ScenarioError::Invalid(format!("workload '{workload}': {}", e.0)))?;
+    let wl = workloads::build(workload, &WorkloadSettings::s36(), rotational, 0, seed).map_err(|error| {
+        ScenarioError::Workload {
+            workload: workload.to_string(),
+            error,
+        }
+    })?;
     for f in &wl.files {
         add_file(&mut sim, f)?;
     }
@@ -278,7 +212,7 @@ pub fn run_video(
     )?;
     let start = VIDEO_WARMUP;
     // S drops the caches before each iteration, so the clip is read from the device.
-    sim.drop_caches_at(start.saturating_sub(SEC / 5));
+    sim.drop_caches_at(start.saturating_sub(DROP_LEAD));
     sim.spawn(
         start,
         Box::new(Noise::new(NoiseConfig::s_default(noise_file, noise_size))),
@@ -290,38 +224,28 @@ pub fn run_video(
     // Frames never decided (only if the run was cut) count as dropped.
     let shown = decided.saturating_sub(dropped);
     let lost = frames.saturating_sub(shown);
-    let mut r = base_result("video", device, &dev_name, sched, tunables, workload.to_string(), seed);
+    let mut r = Measured::on(dev_name).with_mbps(sim.metrics().mbps_between(start, end));
     r.extra
         .insert("drop_rate_pct".into(), 100.0 * lost as f64 / frames as f64);
     r.extra.insert("frames".into(), frames as f64);
     r.extra.insert("dropped_frames".into(), lost as f64);
-    let [rd, wr] = sim.metrics().mbps_between(start, end);
-    r.read_mbps = rd;
-    r.write_mbps = wr;
-    r.throughput_mbps = rd + wr;
-    Ok(r)
+    Ok(RunResult::new(exp, r))
 }
 
 /// Bytes of the area interleaved readers share, at most (a quarter of a smaller device).
 const INTERLEAVED_AREA_BYTES: u64 = 4 << 30;
 
-/// S's interleaved I/O test (`suite.md` §1.7): `readers` processes read one area at the start of the device (the
+/// S's interleaved I/O test (docs/BENCHMARKS.md, interleaved): `readers` processes read one area at the start of the device (the
 /// fast outer zone of a disk) with direct 16 KiB reads, reader *i* taking blocks *i*, *i*+N, *i*+2N, …, so that
-/// together they read it sequentially. After S's 5 s warm-up, the aggregate throughput is measured for `measure`
-/// ns.
+/// together they read it sequentially. After S's 5 s warm-up, the aggregate throughput is measured for
+/// `exp.settings.duration` ns (default: S's measurement time).
 ///
 /// Reports the aggregate throughput and, as `extra`, `mean_request_kib` (bytes moved per device request over the
 /// whole run: above 16 KiB when a policy merged the readers' adjacent blocks into larger requests) and
 /// `slowest_reader_share_pct` (the least-served reader's share of the bytes read, percent; 100/N when all are equal).
-pub fn run_interleaved(
-    device: &str,
-    sched: &str,
-    tunables: &[String],
-    readers: u32,
-    measure: Time,
-    seed: u64,
-) -> Result<RunResult, ScenarioError> {
-    let (mut sim, dev_name) = simulation(device, sched, tunables, seed, false)?;
+pub fn run_interleaved(exp: &Experiment, device: &str, readers: u32) -> Result<RunResult, ScenarioError> {
+    let (mut sim, dev_name) = simulation(exp, device, false)?;
+    let measure = exp.settings.duration.unwrap_or(S_INTERLEAVED_MEASURE_NS);
     let readers = readers.max(1);
     let capacity = sim.device_info().capacity_sectors * 512;
     let area = INTERLEAVED_AREA_BYTES.min(capacity / 4);
@@ -342,19 +266,7 @@ pub fn run_interleaved(
     let end = start + measure.max(1);
     sim.run_until(end);
     let m = sim.metrics();
-    let [rd, wr] = m.mbps_between(start, end);
-    let mut r = base_result(
-        "interleaved",
-        device,
-        &dev_name,
-        sched,
-        tunables,
-        format!("{readers}r-interleaved"),
-        seed,
-    );
-    r.read_mbps = rd;
-    r.write_mbps = wr;
-    r.throughput_mbps = rd + wr;
+    let mut r = Measured::on(dev_name).with_mbps(m.mbps_between(start, end));
     let [all_rd, all_wr] = m.bytes_between(0, end);
     let kib = (all_rd + all_wr) as f64 / 1024.0 / m.device_requests.max(1) as f64;
     r.extra.insert("mean_request_kib".into(), kib);
@@ -366,5 +278,5 @@ pub fn run_interleaved(
     let slowest = per.iter().copied().min().unwrap_or(0);
     r.extra
         .insert("slowest_reader_share_pct".into(), 100.0 * slowest as f64 / total as f64);
-    Ok(r)
+    Ok(RunResult::new(exp, r))
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod benchmarks;
+pub mod experiment;
 pub mod limits;
 pub mod real;
 pub mod report;
@@ -14,5 +15,7 @@ pub mod scenario;
 pub mod stats;
 pub mod suite;
 pub mod target;
+pub mod timeline;
 
-pub use result::RunResult;
+pub use experiment::{Experiment, RealOptions, Settings, Work};
+pub use result::{Benchmark, Measured, RunResult};

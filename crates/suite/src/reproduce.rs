@@ -3,10 +3,10 @@
 
 use crate::benchmarks::Zones;
 use crate::report::{is_idle_workload, ChecklistItem, Quantity, SourceNote};
-use crate::result::RunResult;
+use crate::result::{Benchmark, RunResult};
 use crate::scenario::Era;
-use crate::suite::{default_throughput_duration, Work};
-pub use crate::suite::{run_all, Job};
+use crate::suite::default_throughput_duration;
+pub use crate::suite::{run_all, Experiment, Work};
 use crate::target::Target;
 use bfq_workload::workloads::WorkloadSpec;
 
@@ -23,8 +23,8 @@ pub const IOZONE_DEVICE: &str = "plextor-ssd";
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The jobs, in report order.
-    pub jobs: Vec<Job>,
+    /// The experiments, in report order.
+    pub jobs: Vec<Experiment>,
     /// Schedulers skipped because they are not registered.
     pub skipped: Vec<String>,
 }
@@ -57,10 +57,11 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
         })
         .collect();
     let mut jobs = Vec::new();
-    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| Job {
-        seed,
-        rep,
-        ..Job::new(Target::Sim(device.to_string()), sched, work)
+    let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| {
+        let mut e = Experiment::new(Target::Sim(device.to_string()), sched, work);
+        e.settings.seed = seed;
+        e.rep = rep;
+        e
     };
     let mut add = |device: &str, workloads: &[&str], apps: &[&str], throughput: &[&str]| {
         for rep in 0..reps {
@@ -68,7 +69,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
             for &s in &scheds {
                 for &w in throughput {
                     let mut j = job(device, s, Work::Throughput { workload: w.into() }, seed, rep);
-                    j.duration = Some(default_throughput_duration(Era::Current));
+                    j.settings.duration = Some(default_throughput_duration(Era::Current));
                     jobs.push(j);
                 }
                 for &app in apps {
@@ -163,7 +164,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
                 0,
             );
             j.tunables = vec!["low_latency=0".to_string()];
-            j.duration = Some(crate::suite::FAIRNESS_DURATION);
+            j.settings.duration = Some(crate::suite::FAIRNESS_DURATION);
             jobs.push(j);
         }
     }
@@ -186,94 +187,119 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
 /// The seed figure or table behind each (benchmark, device, application) group of report figures, in report order;
 /// throughput rows label the aggregate-throughput figure, start-up rows the start-up-time figure, others every
 /// figure of the group.
-const FIGURE_SOURCES: [(&str, &str, Option<&str>, &str); 21] = [
+const FIGURE_SOURCES: [(Benchmark, &str, Option<&str>, &str); 21] = [
     (
-        "throughput",
+        Benchmark::Throughput,
         "seagate-hdd",
         None,
         "seed 004, figure 1 (Seagate HDD throughput)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "seagate-hdd",
         Some("xterm"),
         "seed 004, figure 2; seed 000 (xterm start-up 5-14x lower than with cfq)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "seagate-hdd",
         Some("oowriter"),
         "seed 004, figure 3 (oowriter start-up)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "seagate-hdd",
         Some("bash"),
         "seed 000 (bash -c exit start-up under heavy workloads)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "seagate-hdd",
         Some("konsole"),
         "seed 000 (konsole start-up under heavy workloads)",
     ),
     (
-        "throughput",
+        Benchmark::Throughput,
         "seagate-raid1",
         None,
         "seed 004, figure 4 (RAID1 throughput)",
     ),
-    ("startup", "seagate-raid1", Some("xterm"), "seed 004, figure 5"),
-    ("startup", "seagate-raid1", Some("oowriter"), "seed 004, figure 6"),
+    (Benchmark::Startup, "seagate-raid1", Some("xterm"), "seed 004, figure 5"),
     (
-        "throughput",
+        Benchmark::Startup,
+        "seagate-raid1",
+        Some("oowriter"),
+        "seed 004, figure 6",
+    ),
+    (
+        Benchmark::Throughput,
         "plextor-ssd",
         None,
         "seed 004, figure 7 (Plextor SSD throughput)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "plextor-ssd",
         Some("xterm"),
         "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
     ),
     (
-        "startup",
+        Benchmark::Startup,
         "plextor-ssd",
         Some("oowriter"),
         "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
     ),
-    ("startup", "plextor-ssd", Some("bash"), "seed 001 (Plextor SSD, bash)"),
     (
-        "throughput",
+        Benchmark::Startup,
+        "plextor-ssd",
+        Some("bash"),
+        "seed 001 (Plextor SSD, bash)",
+    ),
+    (
+        Benchmark::Throughput,
         "toshiba-1.8-hdd",
         None,
         "seed 004, figure 10 (1.8-inch Toshiba HDD)",
     ),
-    ("startup", "toshiba-1.8-hdd", Some("xterm"), "seed 004, figure 11"),
     (
-        "throughput",
+        Benchmark::Startup,
+        "toshiba-1.8-hdd",
+        Some("xterm"),
+        "seed 004, figure 11",
+    ),
+    (
+        Benchmark::Throughput,
         "transcend-microsd",
         None,
         "seed 004, figure 12 (microSDHC)",
     ),
-    ("startup", "transcend-microsd", Some("xterm"), "seed 004, figure 13"),
-    ("throughput", "sandisk-emmc", None, "seed 004, figure 14 (eMMC)"),
-    ("startup", "sandisk-emmc", Some("xterm"), "seed 004, figure 15"),
     (
-        "fairness",
+        Benchmark::Startup,
+        "transcend-microsd",
+        Some("xterm"),
+        "seed 004, figure 13",
+    ),
+    (
+        Benchmark::Throughput,
+        "sandisk-emmc",
+        None,
+        "seed 004, figure 14 (eMMC)",
+    ),
+    (Benchmark::Startup, "sandisk-emmc", Some("xterm"), "seed 004, figure 15"),
+    (
+        Benchmark::Fairness,
         "seagate-hdd",
         None,
         "seed 000 (throughput distributed as desired, independently of ZBR)",
     ),
     (
-        "video",
+        Benchmark::Video,
         "seagate-hdd",
         None,
         "not in the seeds: S's video test (seed 004 mentions frame-drop results without numbers)",
     ),
     (
-        "interleaved",
+        Benchmark::Interleaved,
         "seagate-hdd",
         None,
         "not in the seeds: S's interleaved_io test (cooperating readers)",
@@ -282,11 +308,11 @@ const FIGURE_SOURCES: [(&str, &str, Option<&str>, &str); 21] = [
 
 /// Which seed figure or table each report figure reproduces, for [`crate::report::ReportMeta::sources`].
 pub fn sources() -> Vec<SourceNote> {
-    let note = |benchmark: &str, device: &str, app: Option<&str>, text: String| {
+    let note = |benchmark: Benchmark, device: &str, app: Option<&str>, text: String| {
         let n = SourceNote::new(benchmark, device, app, text);
         match benchmark {
-            "throughput" => n.only(Quantity::AggregateThroughput),
-            "startup" => n.only(Quantity::StartupTime),
+            Benchmark::Throughput => n.only(Quantity::AggregateThroughput),
+            Benchmark::Startup => n.only(Quantity::StartupTime),
             _ => n,
         }
     };
@@ -296,7 +322,7 @@ pub fn sources() -> Vec<SourceNote> {
         .collect();
     for app in ["bash", "xterm", "lowriter"] {
         out.push(note(
-            "startup",
+            Benchmark::Startup,
             "hitachi-hdd",
             Some(app),
             format!("seed 001 (Hitachi HDD, {app})"),
@@ -305,7 +331,7 @@ pub fn sources() -> Vec<SourceNote> {
     for (key, _) in crate::report::table::IOZONE_PHASES {
         out.push(
             SourceNote::new(
-                "iozone",
+                Benchmark::Iozone,
                 IOZONE_DEVICE,
                 None,
                 "seed 003, tests 1 and 2 (rows 1-thread and 10-thread)",
@@ -343,7 +369,7 @@ fn startup(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Opt
     let runs: Vec<&RunResult> = rs
         .iter()
         .filter(|r| {
-            r.benchmark == "startup"
+            r.benchmark == Benchmark::Startup
                 && r.device == dev
                 && r.scheduler == sched
                 && r.app.as_deref() == Some(app)
@@ -363,7 +389,10 @@ fn throughput(rs: &[RunResult], dev: &str, sched: &str, wl: &str) -> Option<f64>
     mean(
         rs.iter()
             .filter(|r| {
-                r.benchmark == "throughput" && r.device == dev && r.scheduler == sched && same_workload(&r.workload, wl)
+                r.benchmark == Benchmark::Throughput
+                    && r.device == dev
+                    && r.scheduler == sched
+                    && same_workload(&r.workload, wl)
             })
             .map(|r| r.throughput_mbps),
     )
@@ -506,7 +535,10 @@ fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
 fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
-    let bfq_startups = || rs.iter().filter(|r| r.benchmark == "startup" && r.scheduler == "bfq");
+    let bfq_startups = || {
+        rs.iter()
+            .filter(|r| r.benchmark == Benchmark::Startup && r.scheduler == "bfq")
+    };
     let apps = distinct(bfq_startups().filter_map(|r| r.app.clone().map(|a| (r.device.clone(), a))));
     for (dev, app) in &apps {
         let Some(Some(idle)) = startup(rs, dev, "bfq", app, "idle") else {
@@ -636,7 +668,7 @@ fn fairness_by_weight(ev: &Evidence) -> Vec<ChecklistItem> {
     for r in ev
         .runs
         .iter()
-        .filter(|r| r.benchmark == "fairness" && r.scheduler == "bfq")
+        .filter(|r| r.benchmark == Benchmark::Fairness && r.scheduler == "bfq")
     {
         let err = r.extra.get("max_share_error_pct").copied().unwrap_or(f64::NAN);
         let shares: Vec<String> = (0..)
@@ -710,7 +742,7 @@ fn iozone_one_thread(ev: &Evidence) -> Vec<ChecklistItem> {
     let one: Vec<&RunResult> = ev
         .runs
         .iter()
-        .filter(|r| r.benchmark == "iozone" && r.workload == "1-thread")
+        .filter(|r| r.benchmark == Benchmark::Iozone && r.workload == "1-thread")
         .collect();
     if one.is_empty() {
         return Vec::new();

@@ -1,16 +1,21 @@
-//! One experiment on the simulator: a device, a scheduler, a background workload and optionally an application
-//! starting up, following the S suite's timeline (`suite.md` §1.2–1.4).
+//! Throughput and start-up experiments on the simulator: the [`Testbed`] of virtual time, under the S timeline
+//! of [`crate::timeline`]; also the settings eras, application profiles and the suite's error type.
 
-use crate::result::RunResult;
-use bfq_sched::{Time, SEC};
-use bfq_sim::{HostConfig, Simulation};
-use bfq_workload::profile::{self, Profile};
+use crate::experiment::Experiment;
+use crate::real::RealError;
+use crate::result::{Measured, RunResult};
+use crate::suite::default_throughput_duration;
+use crate::target::TargetError;
+use crate::timeline::{self, Plan, Testbed};
+use bfq_sched::Time;
+use bfq_sim::{HostConfig, Pid, SimError, Simulation};
+use bfq_workload::profile::{self, Profile, ProfileError};
 use bfq_workload::startup::Startup;
-use bfq_workload::workloads::{self, WorkloadSettings};
-use std::collections::BTreeMap;
+use bfq_workload::workloads::{self, WorkloadError, WorkloadSettings};
+use bfq_workload::{FileId, Process};
 use std::sync::Arc;
 
-/// Which era of the S suite's settings to use (`suite.md` §5).
+/// Which era of the S suite's settings to use (docs/BENCHMARKS.md, Eras).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
     /// SYSTOR'12 paper: 5000 MiB sequential files, one shared 50000 MiB random file, no writer cap, no periodic
@@ -26,7 +31,7 @@ impl Era {
         match s {
             "paper" => Ok(Era::Paper),
             "current" => Ok(Era::Current),
-            _ => Err(ScenarioError::Invalid(format!(
+            _ => Err(ScenarioError::Input(format!(
                 "unknown profile '{s}': use paper or current"
             ))),
         }
@@ -38,14 +43,53 @@ impl Era {
             Era::Current => "current",
         }
     }
+    /// The era's background workload settings, for a run with or without an application.
+    pub fn settings(self, with_app: bool) -> WorkloadSettings {
+        match (self, with_app) {
+            (Era::Paper, _) => WorkloadSettings::paper(),
+            (Era::Current, true) => WorkloadSettings::s36(),
+            (Era::Current, false) => WorkloadSettings::s36_throughput(),
+        }
+    }
 }
 
-/// Errors setting up or running a scenario.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Errors setting up or running an experiment. Bad user input keeps a one-line message saying what to use
+/// instead; failures of the device model, the simulator or a real device keep their own error.
+///
+/// The message of every variant is complete and no variant reports a [`std::error::Error::source`], so that a
+/// caller printing the whole chain (`{:#}` of `anyhow`) prints each cause once.
+#[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// A bad parameter; the message says which and what to use instead.
+    /// A bad parameter given by the user (unknown name, out-of-range value, options that do not go together);
+    /// the message says which and what to use instead.
     #[error("{0}")]
-    Invalid(String),
+    Input(String),
+    /// A target that could not be understood or whose device model does not resolve.
+    #[error("{0}")]
+    Target(TargetError),
+    /// A simulated device that is neither a preset nor a valid description.
+    #[error("{0}")]
+    Device(bfq_sim::device::DeviceError),
+    /// A scheduler that does not exist, or a tunable it rejects.
+    #[error("{0}")]
+    Scheduler(bfq_sched::ConfigError),
+    /// A background workload name that is not understood.
+    #[error("workload '{workload}': {}", error.0)]
+    Workload {
+        /// The name given.
+        workload: String,
+        /// The workload grammar's error.
+        error: WorkloadError,
+    },
+    /// An application whose profile could not be loaded.
+    #[error("{0}")]
+    App(AppError),
+    /// The simulator could not be set up (e.g. the files do not fit on the device).
+    #[error("{0}")]
+    Sim(SimError),
+    /// A real target failed (I/O error on the device, missing privileges, scheduler switch, ...).
+    #[error("{0}")]
+    Real(RealError),
     /// A simulator target was handed to the real-target runner.
     #[error("target {target} is not a real target: real runs take engine:DIR or kernel:DIR")]
     Unavailable {
@@ -54,173 +98,249 @@ pub enum ScenarioError {
     },
 }
 
-/// Start-up timeout (s): S's `run_main_benchmarks` passes 60 s; past it the result is shown as X.
-pub const STARTUP_TIMEOUT: Time = 60 * SEC;
-
-/// Background warm-up before an application starts (ns). S waits BFQ's raising time plus 4 s (other schedulers:
-/// 7 s) so that the background flows are in steady state; 15 s covers BFQ's 10.5 s default raising on HDDs for
-/// every scheduler alike.
-pub const STARTUP_WARMUP: Time = 15 * SEC;
-
-/// Time of an S start-up iteration before the command starts (ns): `sleep 3`, `sleep 1`, then 0.2 s after
-/// dropping caches.
-pub const ITERATION_LEAD: Time = 4 * SEC + SEC / 5;
-
-/// Throughput samples discarded at each end of a paper-era run, ns: S@2011 dropped the first 3 and the last 3 of
-/// its 2 s iostat samples (`suite.md` §1.4).
-pub const PAPER_DISCARD: Time = 6 * SEC;
-
-/// Parameters of one simulated experiment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SimScenario {
-    /// Device preset name or path to a TOML description.
-    pub device: String,
-    /// Scheduler name.
-    pub scheduler: String,
-    /// Tunables as `key=value`.
-    pub tunables: Vec<String>,
-    /// Background workload (`idle`, `10r-seq`, `5r5w-rand`, ...).
-    pub workload: String,
-    /// Application to start (`xterm`, `bash`, ...), or a path to a profile file.
-    pub app: Option<String>,
-    /// Seed of every random stream.
-    pub seed: u64,
-    /// Settings era.
-    pub era: Era,
-    /// Without an application: simulated duration (ns); measurement starts after the first second (paper era: the
-    /// first and last [`PAPER_DISCARD`] are left out when the run is long enough).
-    pub duration: Time,
-    /// Background warm-up before the application starts (ns).
-    pub warmup: Time,
-    /// Measure wall-clock policy CPU time (makes `sched_cpu_ns_per_request` non-deterministic).
-    pub time_policy: bool,
-    /// Repetition index recorded in the result.
-    pub rep: u32,
+/// `From` conversions into [`ScenarioError`] for the errors it wraps, each into its own variant.
+macro_rules! wrap_errors {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        $(impl From<$ty> for ScenarioError {
+            fn from(e: $ty) -> ScenarioError {
+                ScenarioError::$variant(e)
+            }
+        })*
+    };
 }
 
-impl SimScenario {
-    /// A scenario with the defaults of `bfq run`.
-    pub fn new(device: &str, scheduler: &str, workload: &str) -> Self {
-        SimScenario {
-            device: device.to_string(),
-            scheduler: scheduler.to_string(),
-            tunables: Vec::new(),
-            workload: workload.to_string(),
-            app: None,
-            seed: 1,
-            era: Era::Current,
-            duration: 20 * SEC,
-            warmup: STARTUP_WARMUP,
-            time_policy: false,
-            rep: 0,
-        }
-    }
+wrap_errors!(
+    Target(TargetError),
+    Device(bfq_sim::device::DeviceError),
+    Scheduler(bfq_sched::ConfigError),
+    App(AppError),
+    Sim(SimError),
+    Real(RealError),
+);
+
+/// Why an application profile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// Neither a synthetic profile's name nor an existing file (bad user input).
+    #[error(
+        "unknown application '{0}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file"
+    )]
+    Unknown(String),
+    /// The profile file could not be read.
+    #[error("cannot read profile {path}: {error}")]
+    Read {
+        /// The path given.
+        path: String,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// The profile file could not be parsed.
+    #[error("profile {path}: {error}")]
+    Parse {
+        /// The path given.
+        path: String,
+        /// What is wrong, and where.
+        error: ProfileError,
+    },
 }
 
 /// Loads an application profile by name (a synthetic profile) or from a file.
-pub fn load_profile(app: &str) -> Result<Profile, ScenarioError> {
+pub fn load_profile(app: &str) -> Result<Profile, AppError> {
     if let Some(p) = profile::synthetic(app) {
         return Ok(p);
     }
     let path = std::path::Path::new(app);
     if path.exists() {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::Invalid(format!("cannot read profile {app}: {e}")))?;
-        return Profile::parse(&text).map_err(|e| ScenarioError::Invalid(format!("profile {app}: {e}")));
+        let text = std::fs::read_to_string(path).map_err(|error| AppError::Read {
+            path: app.to_string(),
+            error,
+        })?;
+        return Profile::parse(&text).map_err(|error| AppError::Parse {
+            path: app.to_string(),
+            error,
+        });
     }
-    Err(ScenarioError::Invalid(format!(
-        "unknown application '{app}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file"
-    )))
+    Err(AppError::Unknown(app.to_string()))
 }
 
-/// Runs `sc` on the simulator.
-pub fn run_sim(sc: &SimScenario) -> Result<RunResult, ScenarioError> {
-    let dev_cfg = bfq_sim::device::resolve(&sc.device).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
-    let device = dev_cfg.build();
-    let info = device.info();
-    let policy =
-        bfq_sched::build(&sc.scheduler, &info, &sc.tunables).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+/// The simulator as a [`Testbed`]: steps are scheduled in virtual time, and the window's throughput is read from
+/// the simulation's metrics afterwards.
+struct SimBed {
+    sim: Simulation,
+    background: Vec<Box<dyn Process>>,
+    app: Option<(Arc<Profile>, FileId)>,
+    app_pid: Option<Pid>,
+    startup_s: Option<f64>,
+}
+
+impl Testbed for SimBed {
+    type Error = std::convert::Infallible;
+    fn start_background(&mut self) -> Result<(), Self::Error> {
+        for p in self.background.drain(..) {
+            self.sim.spawn(0, p);
+        }
+        Ok(())
+    }
+    fn open_window(&mut self, _t: Time) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    fn drop_caches_at(&mut self, t: Time) -> Result<(), Self::Error> {
+        self.sim.drop_caches_at(t);
+        Ok(())
+    }
+    fn run_app(&mut self, at: Time, deadline: Time) -> Result<Option<Time>, Self::Error> {
+        let Some((prof, base)) = self.app.clone() else {
+            return Ok(None);
+        };
+        let pid = self.sim.spawn(at, Box::new(Startup::new(prof, base, at)));
+        self.app_pid = Some(pid);
+        let end = self.sim.run_until_exit(pid, deadline);
+        let done = self.sim.report(pid).and_then(|r| r.startup_ns);
+        Ok(match (end, done) {
+            (Some(e), Some(ns)) => {
+                self.startup_s = Some(ns as f64 / 1e9);
+                Some(e)
+            }
+            _ => None,
+        })
+    }
+    fn run_until(&mut self, t: Time) -> Result<(), Self::Error> {
+        self.sim.run_until(t);
+        Ok(())
+    }
+    fn close_window(&mut self, _t: Time) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// Runs a throughput or start-up experiment (`exp.work`) on the simulator target `exp.target`.
+pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
+    let crate::target::Target::Sim(device) = &exp.target else {
+        return Err(ScenarioError::Input(format!(
+            "target {} is not a simulator target",
+            exp.target
+        )));
+    };
+    let (Some(workload), app) = (exp.work.background_workload(), exp.work.app()) else {
+        return Err(ScenarioError::Input(format!(
+            "the {} benchmark is not a throughput or start-up run",
+            exp.work.benchmark()
+        )));
+    };
+    let dev_cfg = bfq_sim::device::resolve(device)?;
+    let dev = dev_cfg.build();
+    let info = dev.info();
+    let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = HostConfig {
-        time_policy: sc.time_policy,
+        time_policy: exp.settings.time_policy,
         ..HostConfig::default()
     };
-    let mut sim = Simulation::new(device, policy, host, sc.seed);
-    let settings = match (sc.era, sc.app.is_some()) {
-        (Era::Paper, _) => WorkloadSettings::paper(),
-        (Era::Current, true) => WorkloadSettings::s36(),
-        (Era::Current, false) => WorkloadSettings::s36_throughput(),
-    };
-    let wl = workloads::build(&sc.workload, &settings, info.rotational, 0, sc.seed)
-        .map_err(|e| ScenarioError::Invalid(format!("workload '{}': {}", sc.workload, e.0)))?;
+    let mut sim = Simulation::new(dev, policy, host, exp.settings.seed);
+    let wl = workloads::build(
+        workload,
+        &exp.settings.era.settings(app.is_some()),
+        info.rotational,
+        0,
+        exp.settings.seed,
+    )
+    .map_err(|error| ScenarioError::Workload {
+        workload: workload.to_string(),
+        error,
+    })?;
     for f in &wl.files {
-        sim.add_file(f).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+        sim.add_file(f)?;
     }
-    for p in wl.processes {
-        sim.spawn(0, p);
-    }
-    let (startup_s, timed_out, window) = match &sc.app {
+    let app = match app {
         Some(app) => {
             let prof = Arc::new(load_profile(app)?);
-            let start = sc.warmup;
-            let base = wl.files.len() as u32;
-            let st = Startup::new(prof, base, start);
-            for f in st.files() {
-                sim.add_file(&f).map_err(|e| ScenarioError::Invalid(e.to_string()))?;
+            let base = wl.files.len() as FileId;
+            for f in &prof.files {
+                sim.add_file(f)?;
             }
-            // Caches are dropped just before the command runs (S drops them without a sync, then waits 0.2 s).
-            sim.drop_caches_at(start.saturating_sub(SEC / 5));
-            let pid = sim.spawn(start, Box::new(st));
-            let end = sim.run_until_exit(pid, start + STARTUP_TIMEOUT);
-            let done = sim.report(pid).and_then(|r| r.startup_ns);
-            // S samples iostat over the whole iteration: 3 s + 1 s of sleep and 0.2 s before the command, the
-            // command, and 2 s more when it took under 2 s. The throughput is measured over that same span.
-            let (startup, timed_out, cmd_end) = match (end, done) {
-                (Some(e), Some(ns)) => (Some(ns as f64 / 1e9), false, e.max(start + 1)),
-                _ => (None, true, start + STARTUP_TIMEOUT),
-            };
-            let tail = if cmd_end - start < 2 * SEC { 2 * SEC } else { 0 };
-            sim.run_until(cmd_end + tail);
-            (
-                startup,
-                timed_out,
-                (start.saturating_sub(ITERATION_LEAD), cmd_end + tail),
-            )
+            Some((prof, base))
         }
-        None => {
-            sim.run_until(sc.duration);
-            let window = match sc.era {
-                Era::Paper if sc.duration > 2 * PAPER_DISCARD + SEC => (PAPER_DISCARD, sc.duration - PAPER_DISCARD),
-                _ => (SEC.min(sc.duration / 2), sc.duration),
-            };
-            (None, false, window)
-        }
+        None => None,
     };
+    let plan = match app {
+        Some(_) => Plan::Startup {
+            warmup: exp.settings.warmup,
+        },
+        None => Plan::Throughput {
+            duration: exp
+                .settings
+                .duration
+                .unwrap_or(default_throughput_duration(exp.settings.era)),
+            paper_discard: exp.settings.era == Era::Paper,
+        },
+    };
+    let mut bed = SimBed {
+        sim,
+        background: wl.processes,
+        app,
+        app_pid: None,
+        startup_s: None,
+    };
+    let Ok(span) = timeline::run(&mut bed, plan);
+    let (w0, w1) = span.window;
+    let sim = &bed.sim;
     let m = sim.metrics();
-    let [read, write] = m.mbps_between(window.0, window.1);
-    let mut extra = BTreeMap::new();
+    let mut measured = Measured::on(dev_cfg.name()).with_mbps(m.mbps_between(w0, w1));
+    measured.startup_s = bed.startup_s;
+    measured.timed_out = span.timed_out;
+    let extra = &mut measured.extra;
     extra.insert("block_requests".to_string(), m.block_requests as f64);
     extra.insert("device_requests".to_string(), m.device_requests as f64);
     extra.insert("read_latency_mean_ms".to_string(), m.latency[0].mean_ns() as f64 / 1e6);
     extra.insert("read_latency_max_ms".to_string(), m.latency[0].max_ns as f64 / 1e6);
-    extra.insert("window_s".to_string(), (window.1 - window.0) as f64 / 1e9);
+    extra.insert("window_s".to_string(), (w1 - w0) as f64 / 1e9);
     let inserted = sim.inserted_requests();
-    let sched_cpu = (sc.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);
-    Ok(RunResult {
-        benchmark: if sc.app.is_some() { "startup" } else { "throughput" }.to_string(),
-        target: format!("sim:{}", sc.device),
-        device: dev_cfg.name().to_string(),
-        scheduler: sc.scheduler.clone(),
-        tunables: sc.tunables.clone(),
-        workload: sc.workload.clone(),
-        app: sc.app.clone(),
-        rep: sc.rep,
-        seed: sc.seed,
-        startup_s,
-        timed_out,
-        throughput_mbps: read + write,
-        read_mbps: read,
-        write_mbps: write,
-        sched_cpu_ns_per_request: sched_cpu,
-        extra,
-    })
+    measured.sched_cpu_ns_per_request =
+        (exp.settings.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);
+    Ok(RunResult::new(exp, measured))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::Work;
+
+    #[test]
+    fn an_unreadable_profile_keeps_its_io_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let app = dir.path().to_string_lossy().into_owned();
+        // A directory exists but cannot be read as a profile: an I/O error, not bad input.
+        match load_profile(&app) {
+            Err(AppError::Read { path, error }) => {
+                assert_eq!(path, app);
+                assert_eq!(error.raw_os_error(), Some(libc::EISDIR), "{error}");
+            }
+            other => panic!("expected a read error, got {other:?}"),
+        }
+        let e = ScenarioError::from(load_profile("emacs").expect_err("unknown"));
+        assert!(matches!(e, ScenarioError::App(AppError::Unknown(_))), "{e:?}");
+        assert!(
+            e.to_string().starts_with("unknown application 'emacs': use bash"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn simulator_errors_keep_their_kind_and_message() {
+        let run = |device: &str, sched: &str, workload: &str| {
+            Experiment::sim(device, sched, Work::background(workload, None))
+                .run()
+                .expect_err("fails")
+        };
+        let e = run("floppy", "noop", "1r-seq");
+        assert!(matches!(e, ScenarioError::Device(_)), "{e:?}");
+        // The message is whole: printing the chain adds nothing.
+        assert!(std::error::Error::source(&e).is_none());
+        let e = run("seagate-hdd", "fastest", "1r-seq");
+        assert!(matches!(e, ScenarioError::Scheduler(_)), "{e:?}");
+        assert!(e.to_string().starts_with("unknown scheduler 'fastest'"), "{e}");
+        let e = run("seagate-hdd", "noop", "12x-seq");
+        assert!(matches!(e, ScenarioError::Workload { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "workload '12x-seq': 12x-seq");
+        assert!(std::error::Error::source(&e).is_none());
+    }
 }

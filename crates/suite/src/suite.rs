@@ -1,74 +1,40 @@
 //! `bfq suite`: one benchmark, on one or more targets, for a list of schedulers, with repetitions.
 //!
-//! A [`SuiteConfig`] (what the command line says) is turned by [`plan`] into [`Job`]s, each one repetition of one
-//! (target, scheduler, workload or parameter) combination; [`run_jobs`] runs them in parallel and the results go to
-//! the same reports as `bfq reproduce` ([`crate::report::write_all`]). `bfq reproduce` plans the same [`Job`]s.
+//! A [`SuiteConfig`] (what the command line says) is turned by [`plan`] into [`Experiment`]s, each one repetition
+//! of one (target, scheduler, workload or parameter) combination; [`run_jobs`] runs them in parallel and the
+//! results go to the same reports as `bfq reproduce` ([`crate::report::write_all`]). `bfq reproduce` plans the same
+//! [`Experiment`]s.
 //!
-//! Defaults per benchmark follow S (`suite.md` §1): see [`Benchmark::default_workloads`] and [`default_reps`].
+//! Defaults per benchmark follow S (docs/BENCHMARKS.md, one section per benchmark): see
+//! [`Benchmark::default_workloads`] and [`default_reps`].
 
-use crate::benchmarks::{run_fairness, run_interleaved, run_iozone, run_video, Zones};
+use crate::benchmarks::Zones;
 use crate::report::{self, Figure, ReportMeta};
 use crate::result::RunResult;
-use crate::scenario::{load_profile, run_sim, Era, ScenarioError, SimScenario};
-use crate::target::{run_real, Target};
+use crate::scenario::{load_profile, Era, ScenarioError};
+use crate::target::Target;
+use crate::timeline::STARTUP_WARMUP;
 use bfq_sched::{Time, SEC};
-use bfq_workload::interleaved::S_INTERLEAVED_MEASURE_NS;
-use bfq_workload::video::S_CLIP_DURATION_NS;
 use bfq_workload::workloads::WorkloadSpec;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// A benchmark of the suite.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Benchmark {
-    /// Aggregate throughput of background readers and writers (S's `throughput-sync`).
-    Throughput,
-    /// Cold-cache start-up time of an application under background load (S's `comm_startup_lat`).
-    Startup,
-    /// Frame-drop rate of a video player under background load and periodic noise (S's `video_play_vs_comms`).
-    Video,
-    /// Shares of weighted sequential readers placed in chosen disk zones (S's `fairness`).
-    Fairness,
-    /// Aggregate throughput of readers interleaving strided accesses to one area (S's `interleaved_io`).
-    Interleaved,
-    /// iozone write, re-write, read and re-read throughput with 1 or more threads (seed 003).
-    Iozone,
-}
+pub use crate::benchmarks::FAIRNESS_DURATION;
+pub use crate::experiment::{Experiment, RealOptions, Settings, Work};
+pub use crate::result::Benchmark;
 
 impl Benchmark {
-    /// Every benchmark, in help order.
-    pub const ALL: [Benchmark; 6] = [
-        Benchmark::Throughput,
-        Benchmark::Startup,
-        Benchmark::Video,
-        Benchmark::Fairness,
-        Benchmark::Interleaved,
-        Benchmark::Iozone,
-    ];
-
     /// Parses a benchmark name.
     pub fn parse(text: &str) -> Result<Benchmark, ScenarioError> {
         Benchmark::ALL
             .into_iter()
             .find(|b| b.name() == text.trim())
             .ok_or_else(|| {
-                ScenarioError::Invalid(format!(
+                ScenarioError::Input(format!(
                     "unknown benchmark '{text}': choose one of {}",
                     Benchmark::ALL.map(Benchmark::name).join(", ")
                 ))
             })
-    }
-
-    /// Name as on the command line and in [`RunResult::benchmark`].
-    pub fn name(self) -> &'static str {
-        match self {
-            Benchmark::Throughput => "throughput",
-            Benchmark::Startup => "startup",
-            Benchmark::Video => "video",
-            Benchmark::Fairness => "fairness",
-            Benchmark::Interleaved => "interleaved",
-            Benchmark::Iozone => "iozone",
-        }
     }
 
     /// The workloads run when none are given: S's matrix for throughput (`1r-seq` as the reference, then the four
@@ -87,9 +53,6 @@ impl Benchmark {
 
 /// Default application of the start-up benchmark.
 pub const DEFAULT_APPS: [&str; 1] = ["xterm"];
-
-/// Default simulated duration of a fairness run, ns.
-pub const FAIRNESS_DURATION: Time = 30 * SEC;
 
 /// Default iozone file size per thread, bytes, by thread count: together larger than the simulated host's 4 GiB
 /// page cache, so reads reach the device as in seed 003 (24 GiB per thread on a 12 GiB machine there).
@@ -121,192 +84,6 @@ pub fn default_throughput_duration(era: Era) -> Time {
     }
 }
 
-/// What one job measures, with the benchmark's parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Work {
-    /// Aggregate throughput of a background workload.
-    Throughput {
-        /// Workload name (`10r-seq`).
-        workload: String,
-    },
-    /// Start-up time of an application under a background workload.
-    Startup {
-        /// Workload name (`idle`, `10r-seq`).
-        workload: String,
-        /// Application name or profile file.
-        app: String,
-    },
-    /// Video frame-drop rate under a background workload.
-    Video {
-        /// Workload name.
-        workload: String,
-    },
-    /// Weighted sequential readers in disk zones.
-    Fairness {
-        /// Weight of each reader.
-        weights: Vec<u32>,
-        /// Where their files are.
-        zones: Zones,
-    },
-    /// Interleaved strided readers.
-    Interleaved {
-        /// Number of readers.
-        readers: u32,
-    },
-    /// iozone phases.
-    Iozone {
-        /// Threads.
-        threads: u32,
-        /// File size per thread, bytes.
-        file_size: u64,
-    },
-}
-
-impl Work {
-    /// The benchmark this work belongs to.
-    pub fn benchmark(&self) -> Benchmark {
-        match self {
-            Work::Throughput { .. } => Benchmark::Throughput,
-            Work::Startup { .. } => Benchmark::Startup,
-            Work::Video { .. } => Benchmark::Video,
-            Work::Fairness { .. } => Benchmark::Fairness,
-            Work::Interleaved { .. } => Benchmark::Interleaved,
-            Work::Iozone { .. } => Benchmark::Iozone,
-        }
-    }
-}
-
-/// One repetition of one measurement on one target: the unit of work of `bfq suite` and `bfq reproduce`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Job {
-    /// Where to run.
-    pub target: Target,
-    /// Scheduler name.
-    pub scheduler: String,
-    /// Tunables as `key=value`.
-    pub tunables: Vec<String>,
-    /// What to measure.
-    pub work: Work,
-    /// Settings era of the background workloads (throughput and start-up).
-    pub era: Era,
-    /// Measured duration, ns, where the benchmark has one (throughput run, video clip, fairness run, interleaved
-    /// measurement); `None` for the benchmark's default.
-    pub duration: Option<Time>,
-    /// Seed of every random stream.
-    pub seed: u64,
-    /// Repetition index, recorded in the result.
-    pub rep: u32,
-    /// Measure the policy's wall-clock CPU time per request (throughput, start-up, iozone); not reproducible.
-    pub time_policy: bool,
-    /// Options of the real targets (ignored on the simulator).
-    pub real: RealOptions,
-}
-
-/// Options that only the real targets (`engine:DIR`, `kernel:DIR`) use.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RealOptions {
-    /// Allow a device that `bfq loopdev` did not create (its scheduler is still restored afterwards).
-    pub allow_device: bool,
-    /// A real command whose start-up is timed instead of replaying the profile (`xterm /bin/true`).
-    pub app_cmd: Option<String>,
-    /// Multiplies the background workload's file sizes (quick runs on small loop devices).
-    pub file_scale: f64,
-    /// Background warm-up before the application starts, ns; `None` for the simulator's 15 s.
-    pub warmup: Option<Time>,
-}
-
-impl Default for RealOptions {
-    fn default() -> Self {
-        RealOptions {
-            allow_device: false,
-            app_cmd: None,
-            file_scale: 1.0,
-            warmup: None,
-        }
-    }
-}
-
-impl Job {
-    /// A job with the current era, the default duration, seed 1, repetition 0 and no CPU timing.
-    pub fn new(target: Target, scheduler: &str, work: Work) -> Job {
-        Job {
-            target,
-            scheduler: scheduler.to_string(),
-            tunables: Vec::new(),
-            work,
-            era: Era::Current,
-            duration: None,
-            seed: 1,
-            rep: 0,
-            time_policy: false,
-            real: RealOptions::default(),
-        }
-    }
-
-    /// Runs the job on its target: the simulator here, a real target through [`run_real`].
-    pub fn run(&self) -> Result<RunResult, ScenarioError> {
-        let mut r = match &self.target {
-            Target::Sim(device) => self.run_sim(device)?,
-            real => run_real(real, self)?,
-        };
-        r.rep = self.rep;
-        Ok(r)
-    }
-
-    fn run_sim(&self, device: &str) -> Result<RunResult, ScenarioError> {
-        let scenario = |workload: &str, app: Option<&String>| {
-            let mut sc = SimScenario::new(device, &self.scheduler, workload);
-            sc.tunables = self.tunables.clone();
-            sc.app = app.cloned();
-            sc.seed = self.seed;
-            sc.era = self.era;
-            sc.duration = self.duration.unwrap_or(default_throughput_duration(self.era));
-            sc.time_policy = self.time_policy;
-            sc.rep = self.rep;
-            sc
-        };
-        let t = &self.tunables;
-        match &self.work {
-            Work::Throughput { workload } => run_sim(&scenario(workload, None)),
-            Work::Startup { workload, app } => run_sim(&scenario(workload, Some(app))),
-            Work::Video { workload } => run_video(
-                device,
-                &self.scheduler,
-                t,
-                workload,
-                self.duration.unwrap_or(S_CLIP_DURATION_NS),
-                self.seed,
-            ),
-            Work::Fairness { weights, zones } => run_fairness(
-                device,
-                &self.scheduler,
-                t,
-                weights,
-                *zones,
-                self.duration.unwrap_or(FAIRNESS_DURATION),
-                self.seed,
-            ),
-            Work::Interleaved { readers } => run_interleaved(
-                device,
-                &self.scheduler,
-                t,
-                *readers,
-                self.duration.unwrap_or(S_INTERLEAVED_MEASURE_NS),
-                self.seed,
-            ),
-            Work::Iozone { threads, file_size } => run_iozone(
-                device,
-                &self.scheduler,
-                t,
-                *threads,
-                *file_size,
-                self.seed,
-                self.time_policy,
-            ),
-        }
-    }
-}
-
 /// What `bfq suite` was asked to do.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SuiteConfig {
@@ -324,18 +101,13 @@ pub struct SuiteConfig {
     pub apps: Option<Vec<String>>,
     /// Repetitions (1..=100); `None` for [`default_reps`].
     pub reps: Option<u32>,
-    /// Settings era (throughput and start-up only); `None` for current.
-    pub era: Option<Era>,
-    /// Seed of repetition 0; repetition i uses seed + i.
-    pub seed: u64,
-    /// Measured duration, ns (not for start-up and iozone); `None` for the benchmark's default.
-    pub duration: Option<Time>,
     /// iozone file size per thread, bytes; `None` for [`default_iozone_file_size`].
     pub file_size: Option<u64>,
-    /// Measure policy CPU time (throughput, start-up, iozone).
-    pub time_policy: bool,
-    /// Options of the real targets.
-    pub real: RealOptions,
+    /// The settings of every experiment: the era (paper only for throughput and start-up), the seed of repetition 0
+    /// (repetition i uses seed + i), the duration (not for start-up and iozone), the warm-up (real targets only:
+    /// the simulator always uses [`STARTUP_WARMUP`]), CPU timing (throughput, start-up, iozone) and the options of
+    /// the real targets.
+    pub settings: Settings,
 }
 
 impl SuiteConfig {
@@ -349,18 +121,14 @@ impl SuiteConfig {
             workloads: None,
             apps: None,
             reps: None,
-            era: None,
-            seed: 1,
-            duration: None,
             file_size: None,
-            time_policy: false,
-            real: RealOptions::default(),
+            settings: Settings::default(),
         }
     }
 }
 
 fn invalid(msg: String) -> ScenarioError {
-    ScenarioError::Invalid(msg)
+    ScenarioError::Input(msg)
 }
 
 /// Parses a fairness workload `[W1:W2:...-]ZONE` (weights default 1:2:4; zone `outer`, `inner` or `mixed`).
@@ -440,7 +208,7 @@ fn tunables_for(sched: &str, given: &[String], benchmark: Benchmark) -> Vec<Stri
 /// workloads, so that a report shows the targets of one application side by side.
 ///
 /// Every user error is found here, with a one-line message naming the bad value and what to use instead.
-pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
+pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
     let b = cfg.benchmark;
     if cfg.targets.is_empty() {
         return Err(invalid(
@@ -448,7 +216,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
         ));
     }
     for t in &cfg.targets {
-        t.check().map_err(|e| invalid(e.to_string()))?;
+        t.check()?;
     }
     if cfg.schedulers.is_empty() {
         return Err(invalid("no scheduler: give --sched, e.g. bfq,cfq,deadline,noop".into()));
@@ -487,18 +255,15 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
     // Tunable values are checked against each simulated device by building the policy once.
     for t in &cfg.targets {
         if let Target::Sim(dev) = t {
-            let info = bfq_sim::device::resolve(dev)
-                .map_err(|e| invalid(e.to_string()))?
-                .build()
-                .info();
+            let info = bfq_sim::device::resolve(dev)?.build().info();
             for s in &cfg.schedulers {
-                bfq_sched::build(s, &info, &tunables_for(s, &cfg.tunables, b)).map_err(|e| invalid(e.to_string()))?;
+                bfq_sched::build(s, &info, &tunables_for(s, &cfg.tunables, b))?;
             }
         }
     }
-    let era = match (cfg.era, b) {
-        (Some(e), Benchmark::Throughput | Benchmark::Startup) => e,
-        (Some(Era::Paper), _) => {
+    let era = match (cfg.settings.era, b) {
+        (e, Benchmark::Throughput | Benchmark::Startup) => e,
+        (Era::Paper, _) => {
             return Err(invalid(format!(
                 "--profile paper applies to the throughput and startup benchmarks only, not {}",
                 b.name()
@@ -514,7 +279,8 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
             b.name()
         )));
     }
-    if cfg.duration.is_some() && matches!(b, Benchmark::Startup | Benchmark::Iozone) {
+    let duration = cfg.settings.duration;
+    if duration.is_some() && matches!(b, Benchmark::Startup | Benchmark::Iozone) {
         return Err(invalid(format!(
             "--duration does not apply to {}: its runs last as long as {}",
             b.name(),
@@ -525,7 +291,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
             }
         )));
     }
-    if cfg.duration == Some(0) {
+    if duration == Some(0) {
         return Err(invalid("--duration must be positive".into()));
     }
     if cfg.file_size.is_some() && b != Benchmark::Iozone {
@@ -598,17 +364,22 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
                             },
                             (w, _) => w.clone(),
                         };
-                        jobs.push(Job {
+                        let warmup = match target {
+                            Target::Sim(_) => STARTUP_WARMUP,
+                            Target::Engine(_) | Target::Kernel(_) => cfg.settings.warmup,
+                        };
+                        jobs.push(Experiment {
                             target: target.clone(),
                             scheduler: s.clone(),
                             tunables: tunables_for(s, &cfg.tunables, b),
                             work,
-                            era,
-                            duration: cfg.duration,
-                            seed: cfg.seed.wrapping_add(u64::from(rep)),
                             rep,
-                            time_policy: cfg.time_policy,
-                            real: cfg.real.clone(),
+                            settings: Settings {
+                                era,
+                                warmup,
+                                seed: cfg.settings.seed.wrapping_add(u64::from(rep)),
+                                ..cfg.settings.clone()
+                            },
                         });
                     }
                 }
@@ -622,7 +393,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Job>, ScenarioError> {
 /// in job order. With `stop_on_error`, workers take no new job once one has failed, and jobs not run are reported
 /// as `None`.
 fn run_pool(
-    jobs: &[Job],
+    jobs: &[Experiment],
     threads: usize,
     stop_on_error: bool,
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -630,7 +401,8 @@ fn run_pool(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let slots: Mutex<Vec<Option<Result<RunResult, ScenarioError>>>> = Mutex::new(vec![None; jobs.len()]);
+    let slots: Mutex<Vec<Option<Result<RunResult, ScenarioError>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
@@ -655,7 +427,7 @@ fn run_pool(
 
 /// Runs `jobs` on `threads` worker threads, calling `progress(done, total)` after each; results keep job order.
 pub fn run_all(
-    jobs: &[Job],
+    jobs: &[Experiment],
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Result<RunResult, ScenarioError>> {
@@ -668,21 +440,23 @@ pub fn run_all(
 /// Runs `jobs` like [`run_all`] but stops at the first failure (an unavailable target fails at once, before the
 /// other jobs have used minutes) and returns the first error in job order.
 pub fn run_jobs(
-    jobs: &[Job],
+    jobs: &[Experiment],
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<RunResult>, ScenarioError> {
-    let slots = run_pool(jobs, threads, true, progress);
-    if let Some(e) = slots.iter().find_map(|s| match s {
-        Some(Err(e)) => Some(e.clone()),
-        _ => None,
-    }) {
-        return Err(e);
+    let mut results = Vec::with_capacity(jobs.len());
+    let mut all_ran = true;
+    for slot in run_pool(jobs, threads, true, progress) {
+        match slot {
+            Some(Ok(r)) => results.push(r),
+            Some(Err(e)) => return Err(e),
+            None => all_ran = false,
+        }
     }
-    slots
-        .into_iter()
-        .map(|s| s.unwrap_or_else(|| Err(invalid("job did not run".into()))))
-        .collect()
+    if !all_ran {
+        return Err(invalid("job did not run".into()));
+    }
+    Ok(results)
 }
 
 /// The text `bfq suite` prints: the S-format table of every headline figure ([`report::is_headline`]), and the iozone
@@ -741,8 +515,8 @@ mod tests {
         cfg.reps = Some(2);
         let jobs = plan(&cfg).unwrap();
         assert_eq!(jobs.len(), 2 * 2 * 2 * 2 * 2);
-        assert_eq!(jobs[0].seed, 1);
-        assert_eq!(jobs[16].seed, 2);
+        assert_eq!(jobs[0].settings.seed, 1);
+        assert_eq!(jobs[16].settings.seed, 2);
         assert_eq!(jobs[16].rep, 1);
         // The first eight jobs are xterm: both targets, before oowriter.
         assert!(jobs[..8]
@@ -797,7 +571,7 @@ mod tests {
         c.apps = Some(vec!["emacs".into()]);
         cases.push((c, "unknown application 'emacs'"));
         let mut c = SuiteConfig::new(Benchmark::Video, sim());
-        c.era = Some(Era::Paper);
+        c.settings.era = Era::Paper;
         cases.push((c, "--profile paper applies to the throughput and startup"));
         for (cfg, want) in cases {
             let e = plan(&cfg).expect_err(want).to_string();

@@ -8,10 +8,9 @@
 //! Simulator targets run in the simulator; the real ones go through one seam, [`run_real`]: `kernel:DIR` runs the
 //! same processes on real threads against the kernel's own scheduler (see [`crate::real`]).
 
-use crate::real::RealScenario;
+use crate::experiment::Experiment;
 use crate::result::RunResult;
 use crate::scenario::ScenarioError;
-use crate::suite::{Job, Work};
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -122,66 +121,50 @@ impl FromStr for Target {
     }
 }
 
-/// Runs one benchmark job on a real target (`engine:` or `kernel:`). This is the only place where real targets
+/// Runs one experiment on a real target (`engine:` or `kernel:`). This is the only place where real targets
 /// plug into the suite: everything else (planning, repetitions, statistics, reports) is shared with the simulator.
-/// [`Job`] says what to run (scheduler, tunables, benchmark and its parameters, seed, repetition); the result must
-/// carry `target` = `target.to_string()`.
+/// The result carries `target` = `target.to_string()` and the scheduler under the name the user gave, so that it
+/// lines up with the simulator's column.
 ///
 /// `kernel:DIR` runs throughput and start-up through [`crate::real::run_kernel`] (the kernel's own scheduler),
 /// `engine:DIR` through [`crate::real::run_engine`] (our policy in the io_uring engine).
-pub fn run_real(target: &Target, job: &Job) -> Result<RunResult, ScenarioError> {
-    let (dir, kernel) = match target {
-        Target::Kernel(dir) => (dir, true),
-        Target::Engine(dir) => (dir, false),
+pub fn run_real(target: &Target, exp: &Experiment) -> Result<RunResult, ScenarioError> {
+    let kernel = match target {
+        Target::Kernel(_) => true,
+        Target::Engine(_) => false,
         Target::Sim(_) => {
             return Err(ScenarioError::Unavailable {
                 target: target.to_string(),
             })
         }
     };
-    let (workload, app) = match &job.work {
-        Work::Throughput { workload } => (workload.clone(), None),
-        Work::Startup { workload, app } => (workload.clone(), Some(app.clone())),
-        other => {
-            return Err(ScenarioError::Invalid(format!(
-                "the {} benchmark runs on sim:<device> targets only; real targets run throughput and startup",
-                other.benchmark().name()
-            )))
-        }
-    };
-    // The kernel target switches the kernel's scheduler; the engine target runs our own policy of that name.
-    let sched = if kernel {
-        kernel_scheduler(&job.scheduler).ok_or_else(|| {
-            ScenarioError::Invalid(format!(
-                "scheduler '{}' does not exist in the kernel: use none (noop), mq-deadline, kyber or bfq",
-                job.scheduler
-            ))
-        })?
-    } else {
-        job.scheduler.as_str()
-    };
-    let mut sc = RealScenario::new(dir.clone(), sched, &workload);
-    sc.tunables = job.tunables.clone();
-    sc.app = app;
-    sc.app_cmd = job.real.app_cmd.clone().filter(|_| sc.app.is_some());
-    sc.era = job.era;
-    sc.duration = job.duration.unwrap_or(sc.duration);
-    if let Some(w) = job.real.warmup {
-        sc.warmup = w;
+    if exp.work.background_workload().is_none() {
+        return Err(ScenarioError::Input(format!(
+            "the {} benchmark runs on sim:<device> targets only; real targets run throughput and startup",
+            exp.work.benchmark()
+        )));
     }
-    sc.seed = job.seed;
-    sc.rep = job.rep;
-    sc.allow_device = job.real.allow_device;
-    sc.file_scale = job.real.file_scale;
-    let run = if kernel {
-        crate::real::run_kernel(&sc)
+    if kernel && kernel_scheduler(&exp.scheduler).is_none() {
+        return Err(ScenarioError::Input(format!(
+            "scheduler '{}' does not exist in the kernel: use none (noop), mq-deadline, kyber or bfq",
+            exp.scheduler
+        )));
+    }
+    let on_target;
+    let exp = if &exp.target == target {
+        exp
     } else {
-        crate::real::run_engine(&sc)
+        on_target = Experiment {
+            target: target.clone(),
+            ..exp.clone()
+        };
+        &on_target
     };
-    let mut r = run.map_err(|e| ScenarioError::Invalid(e.to_string()))?;
-    // Report the scheduler under the name the user gave, so that it lines up with the simulator's column.
-    r.scheduler = job.scheduler.clone();
-    r.target = target.to_string();
+    let r = if kernel {
+        crate::real::run_kernel(exp)?
+    } else {
+        crate::real::run_engine(exp)?
+    };
     Ok(r)
 }
 

@@ -3,9 +3,30 @@
 //! writer where deadline does not. Each test states the physics that implies its ordering.
 
 use bfq_sched::SEC;
-use bfq_suite::benchmarks::{run_fairness, Zones};
-use bfq_suite::scenario::{run_sim, Era, SimScenario};
-use bfq_suite::RunResult;
+use bfq_suite::benchmarks::Zones;
+use bfq_suite::scenario::{Era, ScenarioError};
+use bfq_suite::{Experiment, RunResult, Work};
+
+/// S's fairness benchmark on `device` for `duration` ns.
+fn run_fairness(
+    device: &str,
+    sched: &str,
+    tunables: &[String],
+    weights: &[u32],
+    zones: Zones,
+    duration: u64,
+    seed: u64,
+) -> Result<RunResult, ScenarioError> {
+    let work = Work::Fairness {
+        weights: weights.to_vec(),
+        zones,
+    };
+    let mut exp = Experiment::sim(device, sched, work);
+    exp.tunables = tunables.to_vec();
+    exp.settings.duration = Some(duration);
+    exp.settings.seed = seed;
+    exp.run()
+}
 
 fn share(r: &RunResult, i: usize) -> f64 {
     r.extra[&format!("share_{i}_pct")]
@@ -71,10 +92,10 @@ fn cfq_shares_time_while_bfq_shares_sectors_across_zones() {
 }
 
 fn read_mbps(sched: &str, workload: &str) -> f64 {
-    let mut sc = SimScenario::new("seagate-hdd", sched, workload);
-    sc.era = Era::Paper; // no writer rate cap, no periodic sync: a plain streaming writer
-    sc.duration = 30 * SEC;
-    run_sim(&sc).unwrap().read_mbps
+    let mut sc = Experiment::sim("seagate-hdd", sched, Work::background(workload, None));
+    sc.settings.era = Era::Paper; // no writer rate cap, no periodic sync: a plain streaming writer
+    sc.settings.duration = Some(30 * SEC);
+    sc.run().unwrap().read_mbps
 }
 
 // One buffered sequential reader and one streaming buffered writer (the flusher writes 512 KiB requests).

@@ -4,9 +4,11 @@
 
 use bfq_sched::SEC;
 use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
+use bfq_suite::real::run_engine;
 use bfq_suite::real::sched::scheduler_of;
 use bfq_suite::real::sys::{self, BlockDev};
-use bfq_suite::real::{run_engine, RealScenario};
+use bfq_suite::target::Target;
+use bfq_suite::{Experiment, Work};
 use std::path::{Path, PathBuf};
 
 /// A `bfq loopdev` device for the test, removed when dropped.
@@ -36,12 +38,15 @@ impl Drop for Device {
     }
 }
 
-fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> RealScenario {
-    let mut sc = RealScenario::new(dir, sched, workload);
-    sc.app = app.map(str::to_string);
-    sc.warmup = 2 * SEC;
-    sc.duration = 3 * SEC;
-    sc.file_scale = 8.0 / 500.0; // 8 MiB background files
+fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> Experiment {
+    let mut sc = Experiment::new(
+        Target::Engine(dir.to_path_buf()),
+        sched,
+        Work::background(workload, app),
+    );
+    sc.settings.warmup = 2 * SEC;
+    sc.settings.duration = Some(3 * SEC);
+    sc.settings.real.file_scale = 8.0 / 500.0; // 8 MiB background files
     sc
 }
 

@@ -7,7 +7,9 @@ use bfq_sched::SEC;
 use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
 use bfq_suite::real::sched::scheduler_of;
 use bfq_suite::real::sys::{self, BlockDev};
-use bfq_suite::real::{run_kernel, RealError, RealScenario};
+use bfq_suite::real::{run_kernel, RealError};
+use bfq_suite::target::Target;
+use bfq_suite::{Benchmark, Experiment, Work};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -64,11 +66,11 @@ fn current(dev: &BlockDev) -> String {
 }
 
 /// A quick start-up scenario: 2 s of warm-up, 4 MiB background files.
-fn quick(dir: &Path, sched: &str, workload: &str) -> RealScenario {
-    let mut sc = RealScenario::new(dir, sched, workload);
-    sc.app = Some("bash".into());
-    sc.warmup = 2 * SEC;
-    sc.file_scale = 4.0 / 500.0;
+fn quick(dir: &Path, sched: &str, workload: &str) -> Experiment {
+    let work = Work::background(workload, Some("bash"));
+    let mut sc = Experiment::new(Target::Kernel(dir.to_path_buf()), sched, work);
+    sc.settings.warmup = 2 * SEC;
+    sc.settings.real.file_scale = 4.0 / 500.0;
     sc
 }
 
@@ -87,7 +89,7 @@ fn kernel_target_runs_and_restores_the_scheduler() {
     // Idle start-up of the xterm profile under none, then under bfq with a tunable.
     for (sched, tunables) in [("none", vec![]), ("bfq", vec!["low_latency=1".to_string()])] {
         let mut sc = quick(&d.dir, sched, "idle");
-        sc.app = Some("xterm".into());
+        sc.work = Work::background("idle", Some("xterm"));
         sc.tunables = tunables;
         let t = Instant::now();
         let r = run_kernel(&sc).expect("runs");
@@ -98,8 +100,8 @@ fn kernel_target_runs_and_restores_the_scheduler() {
         );
         assert_eq!(r.target, format!("kernel:{}", d.dir.display()));
         assert_eq!(
-            (r.benchmark.as_str(), r.device.as_str()),
-            ("startup", dev.name.as_str())
+            (r.benchmark, r.device.as_str()),
+            (Benchmark::Startup, dev.name.as_str())
         );
         assert!(!r.timed_out);
         let s = r.startup_s.expect("started");
@@ -128,21 +130,22 @@ fn kernel_target_runs_and_restores_the_scheduler() {
     }
 
     // Throughput run with writers (buffered writes, fsync-free) and the sync loop.
-    let mut sc = RealScenario::new(&d.dir, "kyber", "1r1w-seq");
-    sc.duration = 2 * SEC;
-    sc.file_scale = 4.0 / 500.0;
+    let mut sc = quick(&d.dir, "kyber", "1r1w-seq");
+    sc.work = Work::background("1r1w-seq", None);
+    sc.settings.duration = Some(2 * SEC);
     let r = run_kernel(&sc).expect("runs");
-    assert_eq!(r.benchmark, "throughput");
+    assert_eq!(r.benchmark, Benchmark::Throughput);
     assert!(r.read_mbps > 1.0 && r.extra["proc_write_mbps"] > 1.0, "{r:?}");
     assert_eq!(current(&dev), "mq-deadline");
 
     // A real command, timed from spawn to exit.
     let mut sc = quick(&d.dir, "bfq", "idle");
-    sc.app = None;
-    sc.app_cmd = Some(format!("cat {}/bfq-files/* > /dev/null", d.dir.display()));
+    let cmd = format!("cat {}/bfq-files/* > /dev/null", d.dir.display());
+    sc.work = Work::background("idle", Some(&cmd));
+    sc.settings.real.app_cmd = Some(cmd);
     let r = run_kernel(&sc).expect("runs");
     assert!(r.startup_s.is_some_and(|s| s > 0.0 && s < 10.0), "{r:?}");
-    assert_eq!(r.app, sc.app_cmd);
+    assert_eq!(r.app, sc.settings.real.app_cmd);
     assert_eq!(current(&dev), "mq-deadline");
 
     // Failures restore too: an unknown tunable after switching to bfq, an unknown scheduler.
@@ -196,9 +199,9 @@ fn child_long_run_for_interrupt() {
     let Ok(dir) = std::env::var("BFQ_TEST_CHILD_DIR") else {
         return;
     };
-    let mut sc = RealScenario::new(dir, "bfq", "1r-seq");
-    sc.duration = 60 * SEC;
-    sc.file_scale = 4.0 / 500.0;
+    let mut sc = quick(Path::new(&dir), "bfq", "1r-seq");
+    sc.work = Work::background("1r-seq", None);
+    sc.settings.duration = Some(60 * SEC);
     let _ = run_kernel(&sc);
 }
 

@@ -13,7 +13,9 @@
 //! repetitions; the table shows median, min and max over repetitions.
 
 use bfq_sched::SEC;
-use bfq_suite::real::{run_kernel, RealScenario};
+use bfq_suite::real::run_kernel;
+use bfq_suite::target::Target;
+use bfq_suite::{Experiment, Work};
 use std::io::Write;
 
 fn env_or(name: &str, default: &str) -> String {
@@ -66,17 +68,15 @@ fn startup_side_by_side() {
                 let i = (k + rep as usize) % scheds.len();
                 let mut parts = scheds[i].split(':');
                 let name = parts.next().unwrap_or_default();
-                let mut sc = RealScenario::new(&dir, name, workload);
+                let label = app_cmd.as_deref().unwrap_or(&app);
+                let work = Work::background(workload, Some(label));
+                let mut sc = Experiment::new(Target::Kernel(dir.clone().into()), name, work);
                 sc.tunables = parts.map(str::to_string).collect();
-                sc.app = Some(app.clone());
-                if app_cmd.is_some() {
-                    sc.app = None;
-                    sc.app_cmd = app_cmd.clone();
-                }
-                sc.warmup = (warmup * SEC as f64) as u64;
-                sc.file_scale = scale;
+                sc.settings.real.app_cmd = app_cmd.clone();
+                sc.settings.warmup = (warmup * SEC as f64) as u64;
+                sc.settings.real.file_scale = scale;
                 sc.rep = rep;
-                sc.seed = 1 + u64::from(rep);
+                sc.settings.seed = 1 + u64::from(rep);
                 let r = run_kernel(&sc).expect("runs");
                 eprintln!(
                     "{workload} rep {rep} {:<20} start-up {:>8} s  throughput {:>7.1} MB/s (read {:.1}, write {:.1})",

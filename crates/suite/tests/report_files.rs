@@ -38,7 +38,7 @@ fn run(benchmark: &str, app: Option<&str>, scheduler: &str, workload: &str, rep:
     }
     let timed_out = benchmark == "startup" && scheduler == "deadline" && workload == "10r-rand" && rep == 1;
     RunResult {
-        benchmark: benchmark.into(),
+        benchmark: serde_json::from_value(serde_json::Value::String(benchmark.into())).expect("a benchmark name"),
         target: "sim:seagate-hdd".into(),
         device: "seagate-hdd".into(),
         scheduler: scheduler.into(),

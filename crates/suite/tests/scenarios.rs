@@ -1,13 +1,12 @@
 //! Simulator scenario tests: the orderings the seeds claim and the physics implies, each with its reasoning.
 
 use bfq_sched::SEC;
-use bfq_suite::scenario::{run_sim, SimScenario};
+use bfq_suite::{Experiment, Work};
 
 fn run(device: &str, sched: &str, workload: &str, app: Option<&str>) -> bfq_suite::RunResult {
-    let mut sc = SimScenario::new(device, sched, workload);
-    sc.app = app.map(str::to_string);
-    sc.duration = 20 * SEC;
-    run_sim(&sc).unwrap_or_else(|e| panic!("{device} {sched} {workload}: {e}"))
+    let mut sc = Experiment::sim(device, sched, Work::background(workload, app));
+    sc.settings.duration = Some(20 * SEC);
+    sc.run().unwrap_or_else(|e| panic!("{device} {sched} {workload}: {e}"))
 }
 
 #[test]
@@ -15,10 +14,9 @@ fn same_seed_gives_byte_identical_json() {
     let a = serde_json::to_string(&run("seagate-hdd", "bfq", "5r5w-seq", Some("xterm"))).unwrap();
     let b = serde_json::to_string(&run("seagate-hdd", "bfq", "5r5w-seq", Some("xterm"))).unwrap();
     assert_eq!(a, b);
-    let mut sc = SimScenario::new("seagate-hdd", "bfq", "5r5w-seq");
-    sc.app = Some("xterm".into());
-    sc.seed = 2;
-    let c = serde_json::to_string(&run_sim(&sc).unwrap()).unwrap();
+    let mut sc = Experiment::sim("seagate-hdd", "bfq", Work::background("5r5w-seq", Some("xterm")));
+    sc.settings.seed = 2;
+    let c = serde_json::to_string(&sc.run().unwrap()).unwrap();
     assert_ne!(a, c, "another seed draws other random streams");
 }
 

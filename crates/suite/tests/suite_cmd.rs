@@ -4,7 +4,7 @@
 use bfq_sched::SEC;
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::ScenarioError;
-use bfq_suite::suite::{plan, run_jobs, Benchmark, Job, SuiteConfig, Work};
+use bfq_suite::suite::{plan, run_jobs, Benchmark, Experiment, SuiteConfig, Work};
 use bfq_suite::target::{Target, TargetError};
 use bfq_suite::RunResult;
 use std::path::PathBuf;
@@ -72,30 +72,29 @@ fn real_targets_fail_through_the_one_seam() {
     // root is needed; with root: not a directory), after the simulator's jobs of the same plan ran.
     let mut cfg = small(Benchmark::Throughput, &["noop"], &["1r-seq"]);
     cfg.targets.push(Target::Engine(PathBuf::from("/nonexistent/bfq-x")));
-    cfg.duration = Some(SEC);
+    cfg.settings.duration = Some(SEC);
     let jobs = plan(&cfg).unwrap();
     let e = run_jobs(&jobs, 1, &|_, _| {}).unwrap_err().to_string();
     assert!(e.contains("root") || e.contains("not a directory"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
     // The simulator is never a real target.
-    let sim = Job::new(
+    let sim = Experiment::new(
         hdd(),
         "noop",
         Work::Throughput {
             workload: "1r-seq".into(),
         },
     );
-    assert_eq!(
-        bfq_suite::target::run_real(&hdd(), &sim).unwrap_err(),
-        ScenarioError::Unavailable {
-            target: "sim:seagate-hdd".into()
-        }
+    let e = bfq_suite::target::run_real(&hdd(), &sim).unwrap_err();
+    assert!(
+        matches!(&e, ScenarioError::Unavailable { target } if target == "sim:seagate-hdd"),
+        "{e:?}"
     );
 }
 
 /// Checks what every result must satisfy: the right benchmark, target and scheduler, finite non-negative
 /// throughput that is the sum of its parts, finite extras.
-fn well_formed(rs: &[RunResult], benchmark: &str, n: usize) {
+fn well_formed(rs: &[RunResult], benchmark: Benchmark, n: usize) {
     assert_eq!(rs.len(), n);
     for r in rs {
         assert_eq!(r.benchmark, benchmark);
@@ -111,9 +110,9 @@ fn well_formed(rs: &[RunResult], benchmark: &str, n: usize) {
 #[test]
 fn throughput_and_startup_run_with_short_durations() {
     let mut c = small(Benchmark::Throughput, &["bfq", "noop"], &["1r-seq", "5r5w-rand"]);
-    c.duration = Some(2 * SEC);
+    c.settings.duration = Some(2 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "throughput", 4);
+    well_formed(&rs, Benchmark::Throughput, 4);
     // One sequential reader streams: it moves data on any scheduler.
     assert!(rs
         .iter()
@@ -123,7 +122,7 @@ fn throughput_and_startup_run_with_short_durations() {
     let mut c = small(Benchmark::Startup, &["bfq"], &["idle"]);
     c.apps = Some(vec!["bash".into(), "oowriter".into()]);
     let rs = run(&c);
-    well_formed(&rs, "startup", 2);
+    well_formed(&rs, Benchmark::Startup, 2);
     for r in &rs {
         assert!(
             !r.timed_out && r.startup_s.is_some_and(|s| s > 0.0 && s < 60.0),
@@ -139,9 +138,9 @@ fn paper_profile_changes_the_settings() {
     // Paper era: one shared 50 000 MiB random file instead of one 500 MiB file per reader, so random readers seek
     // over a 10x wider span and get less throughput on a disk.
     let mut c = small(Benchmark::Throughput, &["noop"], &["10r-rand"]);
-    c.duration = Some(3 * SEC);
+    c.settings.duration = Some(3 * SEC);
     let current = run(&c)[0].throughput_mbps;
-    c.era = Some(bfq_suite::scenario::Era::Paper);
+    c.settings.era = bfq_suite::scenario::Era::Paper;
     let paper = run(&c)[0].throughput_mbps;
     assert!(paper < current, "paper {paper} MB/s vs current {current} MB/s");
 }
@@ -149,9 +148,9 @@ fn paper_profile_changes_the_settings() {
 #[test]
 fn video_drop_rate_follows_the_physics() {
     let mut c = small(Benchmark::Video, &["bfq", "noop"], &["idle", "10r-seq"]);
-    c.duration = Some(4 * SEC);
+    c.settings.duration = Some(4 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "video", 4);
+    well_formed(&rs, Benchmark::Video, 4);
     let rate = |s: &str, w: &str| {
         let r = rs.iter().find(|r| r.scheduler == s && r.workload == w).unwrap();
         let (p, f, d) = (r.extra["drop_rate_pct"], r.extra["frames"], r.extra["dropped_frames"]);
@@ -175,9 +174,9 @@ fn video_drop_rate_follows_the_physics() {
 #[test]
 fn fairness_interleaved_and_iozone_are_well_formed() {
     let mut c = small(Benchmark::Fairness, &["bfq"], &["1:3-mixed"]);
-    c.duration = Some(3 * SEC);
+    c.settings.duration = Some(3 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "fairness", 1);
+    well_formed(&rs, Benchmark::Fairness, 1);
     let r = &rs[0];
     assert_eq!(r.workload, "1:3-mixed");
     assert_eq!(r.tunables, ["low_latency=0"], "S's fairness setting");
@@ -186,9 +185,9 @@ fn fairness_interleaved_and_iozone_are_well_formed() {
     assert_eq!(r.extra["weight_share_1_pct"], 75.0);
 
     let mut c = small(Benchmark::Interleaved, &["bfq", "noop"], &["3r"]);
-    c.duration = Some(2 * SEC);
+    c.settings.duration = Some(2 * SEC);
     let rs = run(&c);
-    well_formed(&rs, "interleaved", 2);
+    well_formed(&rs, Benchmark::Interleaved, 2);
     for r in &rs {
         assert_eq!(r.workload, "3r-interleaved");
         assert!(r.throughput_mbps > 0.0 && r.write_mbps == 0.0, "readers only: {r:?}");
@@ -204,7 +203,7 @@ fn fairness_interleaved_and_iozone_are_well_formed() {
     // Two 3 GiB files: more than the simulated 4 GiB page cache, so the phases reach the device (smaller files are
     // served from memory, as on a real machine).
     c.file_size = Some(3 << 30);
-    c.time_policy = true;
+    c.settings.time_policy = true;
     let rs = run(&c);
     assert_eq!(rs.len(), 1);
     let r = &rs[0];
@@ -229,8 +228,8 @@ fn fairness_interleaved_and_iozone_are_well_formed() {
 fn same_seed_gives_identical_json_and_another_seed_differs() {
     let json = |seed: u64| {
         let mut c = small(Benchmark::Video, &["bfq", "cfq"], &["10r-rand"]);
-        c.duration = Some(2 * SEC);
-        c.seed = seed;
+        c.settings.duration = Some(2 * SEC);
+        c.settings.seed = seed;
         let rs = run(&c);
         let dir = tempfile::tempdir().unwrap();
         write_all(dir.path(), &rs, &ReportMeta::new("test", seed), &[]).unwrap();
@@ -245,10 +244,8 @@ fn same_seed_gives_identical_json_and_another_seed_differs() {
 #[test]
 fn jobs_can_be_built_by_hand() {
     // The unit of work the real targets receive through `run_real`.
-    let j = Job {
-        duration: Some(SEC),
-        ..Job::new(hdd(), "deadline", Work::Interleaved { readers: 2 })
-    };
+    let mut j = Experiment::new(hdd(), "deadline", Work::Interleaved { readers: 2 });
+    j.settings.duration = Some(SEC);
     let r = j.run().unwrap();
     assert_eq!(r.workload, "2r-interleaved");
     assert_eq!(r.scheduler, "deadline");
@@ -266,11 +263,11 @@ fn kernel_targets_take_kernel_schedulers_and_refuse_foreign_devices() {
     // says root is needed), never touching the machine's disk.
     let mut cfg = small(Benchmark::Throughput, &["none"], &["1r-seq"]);
     cfg.targets = vec![kernel.clone()];
-    cfg.duration = Some(SEC);
+    cfg.settings.duration = Some(SEC);
     let e = run_jobs(&plan(&cfg).unwrap(), 1, &|_, _| {}).unwrap_err().to_string();
     assert!(e.contains("bfq loopdev") || e.contains("root"), "{e}");
     // Benchmarks other than throughput and startup are simulator-only.
-    let job = Job::new(
+    let job = Experiment::new(
         kernel,
         "bfq",
         Work::Video {

@@ -14,12 +14,9 @@
 //! - **Invalidate** (`posix_fadvise(DONTNEED)`) forgets the process's readahead data of that file.
 
 use super::files::FileSet;
-use super::kernel::{check_device, run_switched};
 use super::runner::{Completion, FlowIo, IoBackend};
-use super::sched::switch_scheduler;
-use super::sys::{self, BlockDev};
-use super::timeline::prepare;
-use super::{RealError, RealScenario};
+use super::{run_target, RealError, TargetBackend};
+use crate::experiment::Experiment;
 use crate::result::RunResult;
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FileRef, Flow, FlowOptions};
 use bfq_workload::{FileId, FlowSpec, IoError, IoMode, Op};
@@ -50,10 +47,10 @@ impl EngineBackend {
             .first()
             .ok_or_else(|| RealError::Invalid("the scenario has no files for the engine to open".into()))?;
         let cfg = EngineConfig::for_path(first);
-        let engine = Engine::start_named(scheduler, tunables, cfg).map_err(engine_error)?;
+        let engine = Engine::start_named(scheduler, tunables, cfg)?;
         let mut refs = Vec::with_capacity(files.paths.len());
         for p in &files.paths {
-            refs.push(engine.open(p, true).map_err(engine_error)?);
+            refs.push(engine.open(p, true)?);
         }
         Ok(EngineBackend {
             engine: Arc::new(engine),
@@ -61,10 +58,6 @@ impl EngineBackend {
             sizes: Arc::new(files.sizes.clone()),
         })
     }
-}
-
-fn engine_error(e: EngineError) -> RealError {
-    RealError::Invalid(format!("engine: {e}"))
 }
 
 fn io_error(e: &EngineError) -> IoError {
@@ -81,7 +74,7 @@ impl IoBackend for EngineBackend {
         if let Some(w) = spec.weight {
             opts = opts.weight(w);
         }
-        let flow = self.engine.flow(opts).map_err(engine_error)?;
+        let flow = self.engine.flow(opts)?;
         Ok(EngineFlow {
             flow,
             files: Arc::clone(&self.files),
@@ -385,25 +378,22 @@ impl FlowIo for EngineFlow {
     }
 }
 
-/// Runs `sc` on the engine target: checks root and the device, prepares the files, sets the device's kernel
-/// scheduler to `none` (restored afterwards, also on failure and Ctrl-C) so that only our policy schedules,
-/// starts the engine with policy `sc.scheduler`, and runs the S timeline. The result's target is `engine:<dir>`.
-pub fn run_engine(sc: &RealScenario) -> Result<RunResult, RealError> {
-    sys::require_root("the engine target (it switches the device's I/O scheduler to none and drops caches)")?;
-    sc.validate()?;
-    let dev = BlockDev::of_dir(&sc.dir)?;
-    check_device(&dev, &sc.dir, sc.allow_device)?;
-    let prepared = prepare(sc, dev.rotational())?;
-    let backend = EngineBackend::open(&prepared.files, &sc.scheduler, &sc.tunables)?;
-    let guard = switch_scheduler(&dev, "none", &[])?;
-    run_switched(
-        sc,
-        &dev,
-        prepared,
-        backend,
-        guard,
-        format!("engine:{}", sc.dir.display()),
-    )
+/// Runs `exp` on the engine target (`engine:DIR`) through [`run_target`]: the engine runs our policy
+/// `exp.scheduler` with `exp.tunables`, and the device's kernel scheduler is set to `none` so that only our policy
+/// schedules.
+pub fn run_engine(exp: &Experiment) -> Result<RunResult, RealError> {
+    run_target::<EngineBackend>(exp)
+}
+
+impl TargetBackend for EngineBackend {
+    const NEEDS_ROOT: &'static str =
+        "the engine target (it switches the device's I/O scheduler to none and drops caches)";
+    fn open_for(exp: &Experiment, files: &FileSet) -> Result<Self, RealError> {
+        EngineBackend::open(files, &exp.scheduler, &exp.tunables)
+    }
+    fn device_scheduler(_exp: &Experiment) -> (&str, &[String]) {
+        ("none", &[])
+    }
 }
 
 #[cfg(test)]
@@ -411,9 +401,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn alignment_covers_the_request() {
-        assert_eq!(aligned(0, 4096), (0, 0, 4096));
-        assert_eq!(aligned(512, 100), (0, 512, 4096));
-        assert_eq!(aligned(8192, 65536), (8192, 0, 65536));
+    fn alignment_covers_the_request_and_an_empty_one_reads_a_block() {
+        assert_eq!(aligned(0, 0), (0, 0, 4096));
+        assert_eq!(aligned(4096, 0), (4096, 0, 4096));
+        assert_eq!(aligned(4000, 200), (0, 4000, 8192));
     }
 }

@@ -15,11 +15,11 @@
 use super::aio::{Aio, AioDone};
 use super::files::FileSet;
 use super::runner::{Completion, FlowIo, IoBackend};
-use super::sched::{switch_scheduler, SchedulerGuard};
-use super::sys::{self, io_err, AlignedBuf, BlockDev, MemoryLock, DIRECT_ALIGN};
-use super::timeline::{prepare, run_timeline, Prepared};
-use super::{loopdev, RealError, RealScenario};
+use super::sys::{self, io_err, AlignedBuf, BlockDev, DIRECT_ALIGN};
+use super::{loopdev, run_target, RealError, TargetBackend};
+use crate::experiment::Experiment;
 use crate::result::RunResult;
+use crate::target::kernel_scheduler;
 use bfq_sched::IoClass;
 use bfq_workload::{FileId, FlowSpec, IoError, IoMode, Op};
 use std::collections::VecDeque;
@@ -228,6 +228,53 @@ impl KernelFlow {
         Some(Completion { tag: slot.tag, result })
     }
 
+    /// An O_DIRECT read or write of `offset..offset + len` on `d`, run on this thread over the aligned range; the
+    /// bytes of the requested range.
+    fn direct_sync(&mut self, d: &File, write: bool, offset: u64, len: u64) -> Result<u64, IoError> {
+        let (start, head, alen) = aligned(offset, len);
+        let mut buf = self.take_buf(alen);
+        let r = if write {
+            d.write_all_at(&buf.as_slice()[..alen as usize], start).map(|()| len)
+        } else {
+            d.read_at(&mut buf.as_mut_slice()[..alen as usize], start)
+                .map(|n| (n as u64).saturating_sub(head).min(len))
+        };
+        self.free_bufs.push(buf);
+        r.map_err(|e| io_error(&e, if write { "pwrite (O_DIRECT)" } else { "pread (O_DIRECT)" }))
+    }
+
+    /// The scratch buffer, at least `len` bytes.
+    fn scratch(&mut self, len: u64) -> &mut [u8] {
+        if self.buf.len() < len as usize {
+            self.buf.resize(len as usize, 0);
+        }
+        &mut self.buf[..len as usize]
+    }
+
+    /// A buffered read through the page cache; short at the end of the file.
+    fn buffered_read(&mut self, f: &KFile, offset: u64, len: u64) -> Result<u64, IoError> {
+        let buf = self.scratch(len);
+        let mut done = 0u64;
+        while done < len {
+            match f.buffered.read_at(&mut buf[done as usize..], offset + done) {
+                Ok(0) => break, // end of file: a short read
+                Ok(n) => done += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(&e, "pread")),
+            }
+        }
+        Ok(done)
+    }
+
+    /// A buffered write into the page cache.
+    fn buffered_write(&mut self, f: &KFile, offset: u64, len: u64) -> Result<u64, IoError> {
+        let buf = self.scratch(len);
+        f.buffered
+            .write_all_at(buf, offset)
+            .map_err(|e| io_error(&e, "pwrite"))?;
+        Ok(len)
+    }
+
     /// Runs one operation synchronously on this thread.
     fn execute(&mut self, op: &Op) -> Result<u64, IoError> {
         let table = self.table();
@@ -242,55 +289,20 @@ impl KernelFlow {
                 offset,
                 len,
                 mode,
-            } => {
-                let f = file_of(file)?;
-                if let (IoMode::Direct, Some(d)) = (mode, f.direct.as_ref()) {
-                    let (start, head, alen) = aligned(offset, len);
-                    let mut buf = self.take_buf(alen);
-                    let r = d.read_at(&mut buf.as_mut_slice()[..alen as usize], start);
-                    self.free_bufs.push(buf);
-                    let n = r.map_err(|e| io_error(&e, "pread (O_DIRECT)"))? as u64;
-                    return Ok(n.saturating_sub(head).min(len));
-                }
-                if self.buf.len() < len as usize {
-                    self.buf.resize(len as usize, 0);
-                }
-                let mut done = 0u64;
-                while done < len {
-                    match f
-                        .buffered
-                        .read_at(&mut self.buf[done as usize..len as usize], offset + done)
-                    {
-                        Ok(0) => break, // end of file: a short read
-                        Ok(n) => done += n as u64,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(io_error(&e, "pread")),
-                    }
-                }
-                Ok(done)
             }
-            Op::Write {
+            | Op::Write {
                 file,
                 offset,
                 len,
                 mode,
             } => {
+                let write = matches!(op, Op::Write { .. });
                 let f = file_of(file)?;
-                if let (IoMode::Direct, Some(d)) = (mode, f.direct.as_ref()) {
-                    let (start, _, alen) = aligned(offset, len);
-                    let buf = self.take_buf(alen);
-                    let r = d.write_all_at(&buf.as_slice()[..alen as usize], start);
-                    self.free_bufs.push(buf);
-                    r.map_err(|e| io_error(&e, "pwrite (O_DIRECT)"))?;
-                    return Ok(len);
+                match (mode, f.direct.as_ref()) {
+                    (IoMode::Direct, Some(d)) => self.direct_sync(d, write, offset, len),
+                    _ if write => self.buffered_write(f, offset, len),
+                    _ => self.buffered_read(f, offset, len),
                 }
-                if self.buf.len() < len as usize {
-                    self.buf.resize(len as usize, 0);
-                }
-                f.buffered
-                    .write_all_at(&self.buf[..len as usize], offset)
-                    .map_err(|e| io_error(&e, "pwrite"))?;
-                Ok(len)
             }
             Op::Fsync { file } => {
                 file_of(file)?.buffered.sync_all().map_err(|e| io_error(&e, "fsync"))?;
@@ -374,48 +386,23 @@ pub fn check_device(dev: &BlockDev, dir: &std::path::Path, allow_device: bool) -
     })
 }
 
-/// Runs `sc` on the kernel target: checks root and the device, prepares the files, switches the scheduler of the
-/// device under `sc.dir` (restored afterwards, also on failure and Ctrl-C), locks the runner in memory, and runs
-/// the S timeline ([`run_timeline`]). The result's target is `kernel:<dir>`.
-pub fn run_kernel(sc: &RealScenario) -> Result<RunResult, RealError> {
-    sys::require_root("the kernel target (it switches I/O schedulers and drops caches)")?;
-    sc.validate()?;
-    let dev = BlockDev::of_dir(&sc.dir)?;
-    check_device(&dev, &sc.dir, sc.allow_device)?;
-    let prepared = prepare(sc, dev.rotational())?;
-    let backend = KernelBackend::open(&prepared.files)?;
-    let guard = switch_scheduler(&dev, &sc.scheduler, &sc.tunables)?;
-    run_switched(
-        sc,
-        &dev,
-        prepared,
-        backend,
-        guard,
-        format!("kernel:{}", sc.dir.display()),
-    )
+/// Runs `exp` on the kernel target (`kernel:DIR`) through [`run_target`]: plain reads and writes, scheduled by
+/// the device's kernel scheduler, switched to the kernel's name for `exp.scheduler` with `exp.tunables`.
+pub fn run_kernel(exp: &Experiment) -> Result<RunResult, RealError> {
+    run_target::<KernelBackend>(exp)
 }
 
-/// The part the real targets share once the device's scheduler is switched (`guard`): locks the runner in memory,
-/// runs the S timeline with `backend`, notes whether the lock held (`extra.mlocked`), and restores the scheduler
-/// whatever happened (a restore failure is reported after a run failure).
-pub fn run_switched<B: IoBackend>(
-    sc: &RealScenario,
-    dev: &BlockDev,
-    prepared: Prepared,
-    backend: B,
-    guard: SchedulerGuard,
-    target: String,
-) -> Result<RunResult, RealError> {
-    let lock = MemoryLock::lock();
-    let mut r = run_timeline(sc, dev, prepared, backend, target);
-    if let Ok(r) = r.as_mut() {
-        r.extra.insert("mlocked".into(), if lock.locked() { 1.0 } else { 0.0 });
+impl TargetBackend for KernelBackend {
+    const NEEDS_ROOT: &'static str = "the kernel target (it switches I/O schedulers and drops caches)";
+    fn open_for(_exp: &Experiment, files: &FileSet) -> Result<Self, RealError> {
+        KernelBackend::open(files)
     }
-    drop(lock);
-    let restored = guard.restore();
-    let r = r?;
-    restored?;
-    Ok(r)
+    fn device_scheduler(exp: &Experiment) -> (&str, &[String]) {
+        (
+            kernel_scheduler(&exp.scheduler).unwrap_or(&exp.scheduler),
+            &exp.tunables,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -248,7 +248,10 @@ impl BlockDev {
         let name = sys
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| RealError::Invalid(format!("odd sysfs path {}", sys.display())))?;
+            .ok_or_else(|| RealError::Sysfs {
+                path: sys.clone(),
+                why: "odd sysfs path",
+            })?;
         Ok(BlockDev {
             name,
             sys,
@@ -295,7 +298,10 @@ impl BlockDev {
     pub fn stat(&self) -> Result<DiskStat, RealError> {
         let p = self.stat_sys.join("stat");
         let text = std::fs::read_to_string(&p).map_err(io_err(format!("cannot read {}", p.display())))?;
-        DiskStat::parse(&text).ok_or_else(|| RealError::Invalid(format!("cannot parse {}", p.display())))
+        DiskStat::parse(&text).ok_or(RealError::Sysfs {
+            path: p,
+            why: "cannot parse",
+        })
     }
 }
 

@@ -1,42 +1,30 @@
-//! The S timeline in real time, for any [`IoBackend`]: what [`super::run_kernel`] runs and what an engine target
-//! reuses.
+//! The real targets' [`Testbed`]: the S timeline of [`crate::timeline`] in real time, for any [`IoBackend`].
 //!
 //! 1. [`prepare`]: build the background workload (era settings, file sizes times `file_scale`) and the application
 //!    profile, and create or reuse their files in `DIR/bfq-files/`.
-//! 2. [`run_timeline`]: `sync` and drop caches; start the background processes at t = 0.
-//!    - With an application (a profile replay, or a real command `app_cmd`): at `warmup − 4.2 s` the throughput
-//!      window opens (S samples iostat over its whole iteration: `sleep 3; sleep 1`, then 0.2 s); at
-//!      `warmup − 0.2 s` caches are dropped (without `sync`, as S does); at `warmup` the application starts. Its
-//!      start-up time is, for a profile, the replay's own measure (start to last completion) and, for a command,
-//!      the wall clock from spawning `/bin/sh -c CMD` to its exit. Past [`STARTUP_TIMEOUT`] (60 s) the result is X
-//!      (`timed_out`) and the command's process group is killed. The window closes at the application's end, plus
-//!      2 s if it took less than 2 s (S sleeps so that iostat gets samples).
-//!    - Without one: the run lasts `duration`; the window is `[min(1 s, duration/2), duration]`.
+//! 2. [`run_timeline`]: `sync` and drop caches, then the timeline's steps, each when the runner's clock reaches
+//!    its time. The application is a profile replay (its start-up time is the replay's own measure: start to last
+//!    completion) or a real command `app_cmd` (the wall clock from spawning `/bin/sh -c CMD` to its exit; past the
+//!    timeout its process group is killed).
 //! 3. Throughput = sectors read and written by the device during the window, from `/sys/block/<dev>/stat` deltas
 //!    (what iostat reports), in MB/s (10^6 B/s). The processes' own byte counts over the same window are reported
 //!    too (`extra.proc_read_mbps`, `extra.proc_write_mbps`): they include page-cache hits, the device figures do
 //!    not.
 
 use super::files::{prepare_files, FileSet};
-use super::runner::{IoBackend, Runner};
+use super::runner::{IoBackend, ProcId, Runner};
 use super::sys::{self, BlockDev, DiskStat};
-use super::{RealError, RealScenario};
-use crate::result::RunResult;
-use crate::scenario::{load_profile, Era, ITERATION_LEAD, STARTUP_TIMEOUT};
-use bfq_sched::{Time, SEC};
+use super::{RealError, RealRun};
+use crate::result::Measured;
+use crate::scenario::{load_profile, Era};
+use crate::timeline::{self, Plan, Span, Testbed};
+use bfq_sched::Time;
 use bfq_workload::profile::Profile;
 use bfq_workload::startup::Startup;
 use bfq_workload::workloads::{self, RandFiles, Workload, WorkloadSettings};
-use bfq_workload::FileId;
-use std::collections::BTreeMap;
+use bfq_workload::{FileId, Process};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long before the application S drops caches, ns (its `time sleep 0.2` after `echo 3 > drop_caches`).
-pub const DROP_LEAD: Time = SEC / 5;
-
-/// Extra window after an application that took less than this, ns (S sleeps 2 s more to get iostat samples).
-pub const SHORT_APP_TAIL: Time = 2 * SEC;
 
 /// Smallest scaled file, bytes.
 const MIN_SCALED_FILE_BYTES: u64 = 1 << 20;
@@ -72,11 +60,7 @@ fn scaled(bytes: u64, scale: f64) -> u64 {
 
 /// The era's workload settings for a run with or without an application, file sizes times `scale`.
 pub fn settings_for(era: Era, with_app: bool, scale: f64) -> WorkloadSettings {
-    let mut s = match (era, with_app) {
-        (Era::Paper, _) => WorkloadSettings::paper(),
-        (Era::Current, true) => WorkloadSettings::s36(),
-        (Era::Current, false) => WorkloadSettings::s36_throughput(),
-    };
+    let mut s = era.settings(with_app);
     if scale != 1.0 {
         s.file_bytes = scaled(s.file_bytes, scale);
         if let RandFiles::Shared(b) = s.rand_files {
@@ -86,26 +70,24 @@ pub fn settings_for(era: Era, with_app: bool, scale: f64) -> WorkloadSettings {
     s
 }
 
-/// Builds the scenario's processes and creates (or reuses) its files under `sc.dir`; `rotational` decides the
-/// writer cap as in the simulator.
-pub fn prepare(sc: &RealScenario, rotational: bool) -> Result<Prepared, RealError> {
-    sc.validate()?;
-    let with_app = sc.app.is_some() || sc.app_cmd.is_some();
-    let settings = settings_for(sc.era, with_app, sc.file_scale);
-    let workload = workloads::build(&sc.workload, &settings, rotational, 0, sc.seed)
-        .map_err(|e| RealError::Invalid(format!("workload '{}': {}", sc.workload, e)))?;
+/// Builds the run's processes and creates (or reuses) its files under `run.dir`; `rotational` decides the writer
+/// cap as in the simulator.
+pub fn prepare(run: &RealRun, rotational: bool) -> Result<Prepared, RealError> {
+    let exp = run.exp;
+    let with_app = run.app.is_some();
+    let settings = settings_for(exp.settings.era, with_app, exp.settings.real.file_scale);
+    let workload = workloads::build(run.workload, &settings, rotational, 0, exp.settings.seed)
+        .map_err(|e| RealError::Invalid(format!("workload '{}': {}", run.workload, e)))?;
     let app_base = workload.files.len() as FileId;
-    let profile = match (&sc.app, &sc.app_cmd) {
-        (Some(app), None) => Some(Arc::new(
-            load_profile(app).map_err(|e| RealError::Invalid(e.to_string()))?,
-        )),
+    let profile = match (run.app, &exp.settings.real.app_cmd) {
+        (Some(app), None) => Some(Arc::new(load_profile(app)?)),
         _ => None,
     };
     let mut specs = workload.files.clone();
     if let Some(p) = &profile {
         specs.extend(p.files.iter().cloned());
     }
-    let files = prepare_files(&sc.dir, &specs)?;
+    let files = prepare_files(run.dir, &specs)?;
     Ok(Prepared {
         workload,
         profile,
@@ -179,101 +161,157 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
     Ok(out)
 }
 
-/// Runs the prepared scenario on `backend` with the S timeline (module documentation) and returns its result,
-/// labelled with `target` and the device `dev`. The caller has set up the device (scheduler) and locked memory.
+/// The real targets as a [`Testbed`]: each step waits for the runner's clock to reach its time, then acts; the
+/// window is read from the device's counters and the processes' byte counts when it opens and closes.
+struct RealBed<'a, B: IoBackend> {
+    runner: Runner<B>,
+    dev: &'a BlockDev,
+    background: Vec<Box<dyn Process>>,
+    app_cmd: Option<&'a str>,
+    app: Option<(Arc<Profile>, FileId)>,
+    app_id: Option<ProcId>,
+    app_end: Option<AppEnd>,
+    opened: Option<(DiskStat, (u64, u64))>,
+    closed: Option<(DiskStat, (u64, u64))>,
+}
+
+impl<B: IoBackend> RealBed<'_, B> {
+    fn sample(&self) -> Result<(DiskStat, (u64, u64)), RealError> {
+        Ok((self.dev.stat()?, self.runner.bytes()))
+    }
+}
+
+impl<B: IoBackend> Testbed for RealBed<'_, B> {
+    type Error = RealError;
+    fn start_background(&mut self) -> Result<(), RealError> {
+        for p in std::mem::take(&mut self.background) {
+            self.runner.spawn(0, p)?;
+        }
+        Ok(())
+    }
+    fn open_window(&mut self, t: Time) -> Result<(), RealError> {
+        self.runner.sleep_until(t);
+        self.opened = Some(self.sample()?);
+        Ok(())
+    }
+    fn drop_caches_at(&mut self, t: Time) -> Result<(), RealError> {
+        self.runner.sleep_until(t);
+        sys::drop_caches()
+    }
+    fn run_app(&mut self, at: Time, deadline: Time) -> Result<Option<Time>, RealError> {
+        self.runner.sleep_until(at);
+        let end = match (self.app_cmd, &self.app) {
+            (Some(cmd), _) => run_command_timed(&self.runner, cmd, deadline)?,
+            (None, Some((prof, base))) => {
+                let id = self.runner.spawn(at, Box::new(Startup::new(prof.clone(), *base, at)))?;
+                self.app_id = Some(id);
+                match self.runner.wait_exit(id, deadline) {
+                    Some(t) => AppEnd {
+                        startup_s: None, // filled from the replay's report when the run finishes
+                        timed_out: false,
+                        end: t,
+                        errors: 0,
+                    },
+                    None => {
+                        self.runner.cancel(id);
+                        AppEnd {
+                            startup_s: None,
+                            timed_out: true,
+                            end: deadline,
+                            errors: 0,
+                        }
+                    }
+                }
+            }
+            (None, None) => unreachable!("a start-up run has an application or a command"),
+        };
+        let out = (!end.timed_out).then_some(end.end);
+        self.app_end = Some(end);
+        Ok(out)
+    }
+    fn run_until(&mut self, t: Time) -> Result<(), RealError> {
+        self.runner.sleep_until(t);
+        Ok(())
+    }
+    fn close_window(&mut self, t: Time) -> Result<(), RealError> {
+        self.runner.sleep_until(t);
+        self.closed = Some(self.sample()?);
+        Ok(())
+    }
+}
+
+/// Runs the prepared experiment on `backend` with the S timeline and returns what it measured on the device
+/// `dev`. The caller has set up the device (scheduler) and locked memory.
 pub fn run_timeline<B: IoBackend>(
-    sc: &RealScenario,
+    run: &RealRun,
     dev: &BlockDev,
     prepared: Prepared,
     backend: B,
-    target: String,
-) -> Result<RunResult, RealError> {
+) -> Result<Measured, RealError> {
     let Prepared {
         workload,
         profile,
         app_base,
         files,
     } = prepared;
-    let with_app = sc.app.is_some() || sc.app_cmd.is_some();
+    let exp = run.exp;
     sys::sync_all();
     sys::drop_caches()?;
-    let mut runner = Runner::new(backend);
-    let mut names = Vec::new();
-    for p in workload.processes {
-        names.push(p.flow().name);
-        runner.spawn(0, p)?;
-    }
-    let mut app_errors = 0u64;
-    let (startup_s, timed_out, window, s0, s1, b0, b1) = if with_app {
-        let start = sc.warmup;
-        let w0 = start.saturating_sub(ITERATION_LEAD);
-        runner.sleep_until(w0);
-        let (s0, b0) = (dev.stat()?, runner.bytes());
-        runner.sleep_until(start.saturating_sub(DROP_LEAD));
-        sys::drop_caches()?;
-        runner.sleep_until(start);
-        let end = match (&sc.app_cmd, &profile) {
-            (Some(cmd), _) => run_command_timed(&runner, cmd, start + STARTUP_TIMEOUT)?,
-            (None, Some(prof)) => {
-                let id = runner.spawn(start, Box::new(Startup::new(prof.clone(), app_base, start)))?;
-                match runner.wait_exit(id, start + STARTUP_TIMEOUT) {
-                    Some(t) => AppEnd {
-                        startup_s: None, // filled from the replay's report below
-                        timed_out: false,
-                        end: t,
-                        errors: 0,
-                    },
-                    None => {
-                        runner.cancel(id);
-                        AppEnd {
-                            startup_s: None,
-                            timed_out: true,
-                            end: start + STARTUP_TIMEOUT,
-                            errors: 0,
-                        }
-                    }
-                }
-            }
-            (None, None) => unreachable!("with_app implies an app or a command"),
-        };
-        app_errors += end.errors;
-        let tail = if end.end.saturating_sub(start) < SHORT_APP_TAIL {
-            SHORT_APP_TAIL
-        } else {
-            0
-        };
-        let w1 = end.end.max(start + 1) + tail;
-        runner.sleep_until(w1);
-        let (s1, b1) = (dev.stat()?, runner.bytes());
-        (end.startup_s, end.timed_out, (w0, w1), s0, s1, b0, b1)
-    } else {
-        let w0 = SEC.min(sc.duration / 2);
-        runner.sleep_until(w0);
-        let (s0, b0) = (dev.stat()?, runner.bytes());
-        runner.sleep_until(sc.duration);
-        let (s1, b1) = (dev.stat()?, runner.bytes());
-        (None, false, (w0, sc.duration), s0, s1, b0, b1)
+    let mut bed = RealBed {
+        runner: Runner::new(backend),
+        dev,
+        background: workload.processes,
+        app_cmd: exp.settings.real.app_cmd.as_deref().filter(|_| run.app.is_some()),
+        app: profile.map(|p| (p, app_base)),
+        app_id: None,
+        app_end: None,
+        opened: None,
+        closed: None,
     };
+    let plan = match run.app {
+        Some(_) => Plan::Startup {
+            warmup: exp.settings.warmup,
+        },
+        None => Plan::Throughput {
+            duration: exp.settings.duration.unwrap_or(super::DEFAULT_DURATION),
+            // The real targets have always measured `[1 s, duration]`, in both eras.
+            paper_discard: false,
+        },
+    };
+    let span: Span = timeline::run(&mut bed, plan)?;
+    let (Some((s0, b0)), Some((s1, b1))) = (bed.opened, bed.closed) else {
+        unreachable!("the timeline opens and closes the window")
+    };
+    let RealBed {
+        runner,
+        app_id,
+        app_end,
+        ..
+    } = bed;
     let outcomes = runner.finish();
     if let Some(o) = outcomes.iter().find(|o| o.error.is_some()) {
-        return Err(RealError::Invalid(format!(
-            "process {} could not run: {}",
-            o.name,
-            o.error.as_deref().unwrap_or("")
-        )));
+        return Err(RealError::Process {
+            name: o.name.clone(),
+            why: o.error.clone().unwrap_or_default(),
+        });
     }
+    let mut app_errors = app_end.as_ref().map_or(0, |e| e.errors);
+    let mut startup_s = app_end.as_ref().and_then(|e| e.startup_s);
     // A replayed start-up reports its own time (first request to last completion).
-    let mut startup_s = startup_s;
-    if profile.is_some() && sc.app_cmd.is_none() && !timed_out {
-        let app = outcomes.get(names.len());
+    if let (Some(id), false) = (app_id, span.timed_out) {
+        let app = outcomes.get(id);
         startup_s = app.and_then(|o| o.report.startup_ns).map(|ns| ns as f64 / 1e9);
         app_errors += app.map_or(0, |o| o.report.errors);
     }
+    let (w0, w1) = span.window;
     let d: DiskStat = s1.since(&s0);
-    let secs = (window.1.saturating_sub(window.0)).max(1) as f64 / 1e9;
+    let secs = (w1.saturating_sub(w0)).max(1) as f64 / 1e9;
     let read = (d.read_sectors * sys::STAT_SECTOR_BYTES) as f64 / secs / 1e6;
     let write = (d.write_sectors * sys::STAT_SECTOR_BYTES) as f64 / secs / 1e6;
-    let mut extra = BTreeMap::new();
+    let mut m = Measured::on(dev.name.clone()).with_mbps([read, write]);
+    m.startup_s = startup_s;
+    m.timed_out = span.timed_out;
+    let extra = &mut m.extra;
     extra.insert("window_s".to_string(), secs);
     extra.insert("device_read_ios".to_string(), d.read_ios as f64);
     extra.insert("device_write_ios".to_string(), d.write_ios as f64);
@@ -295,31 +333,15 @@ pub fn run_timeline<B: IoBackend>(
         "io_errors".to_string(),
         (outcomes.iter().map(|o| o.report.errors).sum::<u64>() + app_errors) as f64,
     );
-    extra.insert("file_scale".to_string(), sc.file_scale);
+    extra.insert("file_scale".to_string(), exp.settings.real.file_scale);
     extra.insert("files_written_mb".to_string(), files.written_bytes as f64 / 1e6);
-    Ok(RunResult {
-        benchmark: if with_app { "startup" } else { "throughput" }.to_string(),
-        target,
-        device: dev.name.clone(),
-        scheduler: sc.scheduler.clone(),
-        tunables: sc.tunables.clone(),
-        workload: sc.workload.clone(),
-        app: sc.app.clone().or_else(|| sc.app_cmd.clone()),
-        rep: sc.rep,
-        seed: sc.seed,
-        startup_s,
-        timed_out,
-        throughput_mbps: read + write,
-        read_mbps: read,
-        write_mbps: write,
-        sched_cpu_ns_per_request: None,
-        extra,
-    })
+    Ok(m)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bfq_sched::SEC;
 
     #[test]
     fn commands_are_timed_and_killed_at_the_deadline() {

@@ -60,7 +60,7 @@ pub fn runs_csv(results: &[RunResult]) -> String {
     let mut out = line(&header);
     for r in results {
         let mut fields = vec![
-            r.benchmark.clone(),
+            r.benchmark.name().to_string(),
             r.target.clone(),
             r.device.clone(),
             r.scheduler.clone(),
@@ -113,7 +113,7 @@ pub fn summary_csv(figs: &[Figure]) -> String {
             for (sched, cell) in fig.schedulers.iter().zip(row) {
                 let mut fields = vec![
                     fig.slug.clone(),
-                    fig.benchmark.clone(),
+                    fig.benchmark.name().to_string(),
                     fig.target.clone(),
                     fig.device.clone(),
                     fig.app.clone().unwrap_or_default(),

@@ -18,7 +18,7 @@ pub(crate) mod testdata;
 #[cfg(test)]
 pub(crate) mod xmlcheck;
 
-use crate::result::RunResult;
+use crate::result::{Benchmark, RunResult};
 use crate::stats::Summary;
 use bfq_workload::fio::Pattern;
 use bfq_workload::workloads::WorkloadSpec;
@@ -50,7 +50,7 @@ pub struct ReportMeta {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SourceNote {
     /// Benchmark of the figures.
-    pub benchmark: String,
+    pub benchmark: Benchmark,
     /// Device of the figures (any target).
     pub device: String,
     /// Application, for start-up figures.
@@ -63,9 +63,9 @@ pub struct SourceNote {
 
 impl SourceNote {
     /// A note for every quantity of (benchmark, device, app).
-    pub fn new(benchmark: &str, device: &str, app: Option<&str>, text: impl Into<String>) -> SourceNote {
+    pub fn new(benchmark: Benchmark, device: &str, app: Option<&str>, text: impl Into<String>) -> SourceNote {
         SourceNote {
-            benchmark: benchmark.to_string(),
+            benchmark,
             device: device.to_string(),
             app: app.map(str::to_string),
             quantity: None,
@@ -88,13 +88,14 @@ impl SourceNote {
 }
 
 impl ReportMeta {
-    /// Metadata with the given command line and seed, the default title and a 60 s start-up timeout.
+    /// Metadata with the given command line and seed, the default title and the timeline's start-up timeout
+    /// ([`crate::timeline::STARTUP_TIMEOUT`], 60 s).
     pub fn new(command: impl Into<String>, seed: u64) -> ReportMeta {
         ReportMeta {
             title: "bfq benchmark report".to_string(),
             command: command.into(),
             seed,
-            startup_timeout_s: 60.0,
+            startup_timeout_s: crate::timeline::STARTUP_TIMEOUT as f64 / 1e9,
             startup_reference_s: BTreeMap::new(),
             sources: Vec::new(),
         }
@@ -252,8 +253,8 @@ pub struct Reference {
 /// columns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
-    /// Benchmark name.
-    pub benchmark: String,
+    /// Benchmark.
+    pub benchmark: Benchmark,
     /// Target, e.g. `sim:seagate-hdd`.
     pub target: String,
     /// Device name.
@@ -296,18 +297,18 @@ impl Figure {
     /// The short name used in `result_list.txt`: benchmark, application and quantity when not the benchmark's
     /// main one, e.g. `throughput`, `startup-xterm`, `startup-xterm-throughput`, `video-drop_rate_pct`.
     pub fn list_name(&self) -> String {
-        let mut name = self.benchmark.clone();
+        let mut name = self.benchmark.name().to_string();
         if let Some(app) = &self.app {
             name.push('-');
             name.push_str(app);
         }
-        let primary = match self.benchmark.as_str() {
-            "startup" => Quantity::StartupTime,
+        let primary = match self.benchmark {
+            Benchmark::Startup => Quantity::StartupTime,
             _ => Quantity::AggregateThroughput,
         };
-        if self.quantity != primary || (self.benchmark != "startup" && self.benchmark != "throughput") {
+        if self.quantity != primary || !matches!(self.benchmark, Benchmark::Startup | Benchmark::Throughput) {
             let id = self.quantity.id();
-            if id != self.benchmark {
+            if id != self.benchmark.name() {
                 name.push('-');
                 name.push_str(&id);
             }
@@ -391,7 +392,7 @@ pub fn slug(text: &str) -> String {
 /// Key of a figure group before the quantity is chosen.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct GroupKey {
-    benchmark: String,
+    benchmark: Benchmark,
     target: String,
     device: String,
     app: Option<String>,
@@ -406,10 +407,10 @@ fn figure_title(key: &GroupKey, quantity: &Quantity) -> String {
     match (quantity, &key.app) {
         (Quantity::StartupTime, Some(app)) => format!("Start-up time of {app} on {on}"),
         (Quantity::StartupTime, None) => format!("Start-up time on {on}"),
-        (Quantity::AggregateThroughput, _) if key.benchmark == "throughput" => {
+        (Quantity::AggregateThroughput, _) if key.benchmark == Benchmark::Throughput => {
             format!("Aggregate throughput on {on} (throughput benchmark)")
         }
-        (Quantity::AggregateThroughput, Some(app)) if key.benchmark == "startup" => {
+        (Quantity::AggregateThroughput, Some(app)) if key.benchmark == Benchmark::Startup => {
             format!("Aggregate throughput during {app} start-up on {on}")
         }
         (q, Some(app)) => format!(
@@ -436,7 +437,7 @@ pub fn figures(results: &[RunResult], meta: &ReportMeta) -> Vec<Figure> {
     let mut runs_of: BTreeMap<GroupKey, Vec<&RunResult>> = BTreeMap::new();
     for run in results {
         let key = GroupKey {
-            benchmark: run.benchmark.clone(),
+            benchmark: run.benchmark,
             target: run.target.clone(),
             device: run.device.clone(),
             app: run.app.clone(),
@@ -452,7 +453,7 @@ pub fn figures(results: &[RunResult], meta: &ReportMeta) -> Vec<Figure> {
     for key in keys {
         let runs = &runs_of[&key];
         let mut quantities = Vec::new();
-        if key.benchmark == "startup" || runs.iter().any(|r| r.startup_s.is_some()) {
+        if key.benchmark == Benchmark::Startup || runs.iter().any(|r| r.startup_s.is_some()) {
             quantities.push(Quantity::StartupTime);
         }
         quantities.push(Quantity::AggregateThroughput);
@@ -517,7 +518,7 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
 
     let reference_workload = match quantity {
         Quantity::StartupTime => workloads.iter().find(|w| is_idle_workload(w)).cloned(),
-        Quantity::AggregateThroughput if key.benchmark == "throughput" => {
+        Quantity::AggregateThroughput if key.benchmark == Benchmark::Throughput => {
             workloads.iter().find(|w| is_one_seq_reader(w)).cloned()
         }
         _ => None,
@@ -556,7 +557,7 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
     };
 
     let title = figure_title(key, &quantity);
-    let mut slug_text = key.benchmark.clone();
+    let mut slug_text = key.benchmark.name().to_string();
     if let Some(app) = &key.app {
         let _ = write!(slug_text, "-{app}");
     }
@@ -566,7 +567,7 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
     }
 
     Figure {
-        benchmark: key.benchmark.clone(),
+        benchmark: key.benchmark,
         target: key.target.clone(),
         device: key.device.clone(),
         app: key.app.clone(),
@@ -595,16 +596,15 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
 /// and the largest deviation (fairness); the iozone phases.
 pub fn is_headline(fig: &Figure) -> bool {
     let extra = |k: &str| matches!(&fig.quantity, Quantity::Extra(x) if x == k);
-    match fig.benchmark.as_str() {
-        "startup" => matches!(fig.quantity, Quantity::StartupTime | Quantity::AggregateThroughput),
-        "throughput" => fig.quantity == Quantity::AggregateThroughput,
-        "video" => extra("drop_rate_pct"),
-        "interleaved" => fig.quantity == Quantity::AggregateThroughput || extra("mean_request_kib"),
-        "fairness" => {
+    match fig.benchmark {
+        Benchmark::Startup => matches!(fig.quantity, Quantity::StartupTime | Quantity::AggregateThroughput),
+        Benchmark::Throughput => fig.quantity == Quantity::AggregateThroughput,
+        Benchmark::Video => extra("drop_rate_pct"),
+        Benchmark::Interleaved => fig.quantity == Quantity::AggregateThroughput || extra("mean_request_kib"),
+        Benchmark::Fairness => {
             matches!(&fig.quantity, Quantity::Extra(x) if x.starts_with("share_") || x == "max_share_error_pct")
         }
-        "iozone" => false,
-        _ => fig.quantity == Quantity::AggregateThroughput,
+        Benchmark::Iozone => false,
     }
 }
 
@@ -679,7 +679,7 @@ pub const IOZONE_FILE: &str = "iozone-tables.txt";
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CpuRecord {
     /// Benchmark.
-    pub benchmark: String,
+    pub benchmark: Benchmark,
     /// Target.
     pub target: String,
     /// Scheduler column label (with tunables).
@@ -700,7 +700,7 @@ pub fn cpu_json(results: &[RunResult]) -> Option<String> {
         .iter()
         .filter_map(|r| {
             r.sched_cpu_ns_per_request.map(|ns| CpuRecord {
-                benchmark: r.benchmark.clone(),
+                benchmark: r.benchmark,
                 target: r.target.clone(),
                 scheduler: scheduler_label(r),
                 workload: r.workload.clone(),
@@ -827,12 +827,21 @@ mod tests {
     fn source_notes_label_matching_figures() {
         let mut meta = ReportMeta::default();
         meta.sources.push(
-            SourceNote::new("startup", "seagate-hdd", Some("xterm"), "seed 004, figure 2").only(Quantity::StartupTime),
+            SourceNote::new(Benchmark::Startup, "seagate-hdd", Some("xterm"), "seed 004, figure 2")
+                .only(Quantity::StartupTime),
         );
-        meta.sources
-            .push(SourceNote::new("throughput", "seagate-hdd", None, "seed 004, figure 1"));
-        meta.sources
-            .push(SourceNote::new("throughput", "plextor-ssd", None, "seed 004, figure 7"));
+        meta.sources.push(SourceNote::new(
+            Benchmark::Throughput,
+            "seagate-hdd",
+            None,
+            "seed 004, figure 1",
+        ));
+        meta.sources.push(SourceNote::new(
+            Benchmark::Throughput,
+            "plextor-ssd",
+            None,
+            "seed 004, figure 7",
+        ));
         let figs = figures(&sample_results(), &meta);
         assert_eq!(figs[0].source.as_deref(), Some("seed 004, figure 2"));
         assert_eq!(

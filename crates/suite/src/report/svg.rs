@@ -850,7 +850,7 @@ mod tests {
     #[test]
     fn empty_figure_is_well_formed() {
         let fig = Figure {
-            benchmark: "x".into(),
+            benchmark: crate::result::Benchmark::Throughput,
             target: "t".into(),
             device: "d".into(),
             app: None,

@@ -2,7 +2,7 @@
 //! confidence intervals.
 
 use super::{scheduler_label, Cell, Figure, Quantity, ReportMeta};
-use crate::result::RunResult;
+use crate::result::{Benchmark, RunResult};
 use crate::stats::CI_FORMULA;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -44,12 +44,12 @@ pub fn cell_text_with_ci(cell: &Cell) -> String {
 
 /// What X means in a figure's cells.
 pub fn x_meaning(fig: &Figure, meta: &ReportMeta) -> String {
-    match fig.benchmark.as_str() {
-        "startup" => format!(
+    match fig.benchmark {
+        Benchmark::Startup => format!(
             "the application did not start up in {} seconds",
             format_plain(meta.startup_timeout_s)
         ),
-        "throughput" => "the workloads did not stop when asked to".to_string(),
+        Benchmark::Throughput => "the workloads did not stop when asked to".to_string(),
         _ => "a run timed out".to_string(),
     }
 }
@@ -76,7 +76,7 @@ pub fn reference_text(fig: &Figure, meta: &ReportMeta) -> String {
         (Quantity::AggregateThroughput, Some(w), _) => {
             format!("{w} (one sequential reader): the throughput one sync reader gets from the device")
         }
-        (Quantity::AggregateThroughput, None, _) if fig.benchmark == "throughput" => {
+        (Quantity::AggregateThroughput, None, _) if fig.benchmark == Benchmark::Throughput => {
             "1r-seq (one sequential reader), not measured in these runs".to_string()
         }
         _ => "none".to_string(),
@@ -200,10 +200,10 @@ pub fn side_by_side(figs: &[&Figure]) -> Option<String> {
     if targets.len() < 2 {
         return None;
     }
-    type Key = (String, Option<String>, Quantity);
+    type Key = (Benchmark, Option<String>, Quantity);
     let mut keys: Vec<Key> = Vec::new();
     for f in figs {
-        let k = (f.benchmark.clone(), f.app.clone(), f.quantity.clone());
+        let k = (f.benchmark, f.app.clone(), f.quantity.clone());
         if !keys.contains(&k) {
             keys.push(k);
         }
@@ -275,7 +275,7 @@ pub const IOZONE_PHASES: [(&str, &str); 4] = [
 /// policy's CPU time (`--cpu-time`), a last column gives it in ns per request; that column is wall-clock, not
 /// reproducible, and exists only then. `None` when there are no iozone results.
 pub fn iozone_tables(results: &[RunResult]) -> Option<String> {
-    let runs: Vec<&RunResult> = results.iter().filter(|r| r.benchmark == "iozone").collect();
+    let runs: Vec<&RunResult> = results.iter().filter(|r| r.benchmark == Benchmark::Iozone).collect();
     if runs.is_empty() {
         return None;
     }

@@ -1,6 +1,6 @@
 //! Synthetic results for the report tests.
 
-use crate::result::RunResult;
+use crate::result::{Benchmark, RunResult};
 use std::collections::BTreeMap;
 
 /// One run on `sim:seagate-hdd`: for `startup`, `value` is the start-up time of xterm (s) and the throughput is
@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 pub fn run(benchmark: &str, scheduler: &str, workload: &str, rep: u32, value: f64) -> RunResult {
     let startup = benchmark == "startup";
     RunResult {
-        benchmark: benchmark.to_string(),
+        benchmark: Benchmark::ALL
+            .into_iter()
+            .find(|b| b.name() == benchmark)
+            .expect("a benchmark name"),
         target: "sim:seagate-hdd".to_string(),
         device: "seagate-hdd".to_string(),
         scheduler: scheduler.to_string(),

@@ -1,0 +1,217 @@
+//! What to run: one [`Experiment`] is one repetition of one measurement on one target, the unit of work of
+//! `bfq run`, `bfq suite` and `bfq reproduce`, on the simulator and on the real targets alike.
+
+use crate::benchmarks::{run_fairness, run_interleaved, run_iozone, run_video, Zones};
+use crate::result::{Benchmark, RunResult};
+use crate::scenario::{Era, ScenarioError};
+use crate::target::{run_real, Target};
+use crate::timeline::STARTUP_WARMUP;
+use bfq_sched::Time;
+
+/// What one experiment measures, with the benchmark's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// Aggregate throughput of a background workload.
+    Throughput {
+        /// Workload name (`10r-seq`).
+        workload: String,
+    },
+    /// Start-up time of an application under a background workload.
+    Startup {
+        /// Workload name (`idle`, `10r-seq`).
+        workload: String,
+        /// Application name or profile file.
+        app: String,
+    },
+    /// Video frame-drop rate under a background workload.
+    Video {
+        /// Workload name.
+        workload: String,
+    },
+    /// Weighted sequential readers in disk zones.
+    Fairness {
+        /// Weight of each reader.
+        weights: Vec<u32>,
+        /// Where their files are.
+        zones: Zones,
+    },
+    /// Interleaved strided readers.
+    Interleaved {
+        /// Number of readers.
+        readers: u32,
+    },
+    /// iozone phases.
+    Iozone {
+        /// Threads.
+        threads: u32,
+        /// File size per thread, bytes.
+        file_size: u64,
+    },
+}
+
+impl Work {
+    /// A background workload alone (throughput) or with an application starting up.
+    pub fn background(workload: &str, app: Option<&str>) -> Work {
+        match app {
+            Some(app) => Work::Startup {
+                workload: workload.to_string(),
+                app: app.to_string(),
+            },
+            None => Work::Throughput {
+                workload: workload.to_string(),
+            },
+        }
+    }
+
+    /// The benchmark this work belongs to.
+    pub fn benchmark(&self) -> Benchmark {
+        match self {
+            Work::Throughput { .. } => Benchmark::Throughput,
+            Work::Startup { .. } => Benchmark::Startup,
+            Work::Video { .. } => Benchmark::Video,
+            Work::Fairness { .. } => Benchmark::Fairness,
+            Work::Interleaved { .. } => Benchmark::Interleaved,
+            Work::Iozone { .. } => Benchmark::Iozone,
+        }
+    }
+
+    /// The workload label recorded in [`RunResult::workload`]: the background workload's name, or the benchmark's
+    /// parameters (`1:2:4-mixed`, `5r-interleaved`, `10-thread`).
+    pub fn label(&self) -> String {
+        match self {
+            Work::Throughput { workload } | Work::Startup { workload, .. } | Work::Video { workload } => {
+                workload.clone()
+            }
+            Work::Fairness { weights, zones } => {
+                let w = weights.iter().map(u32::to_string).collect::<Vec<_>>().join(":");
+                format!("{w}-{}", zones.name())
+            }
+            Work::Interleaved { readers } => format!("{readers}r-interleaved"),
+            Work::Iozone { threads, .. } => format!("{threads}-thread"),
+        }
+    }
+
+    /// The application that starts up, for start-up work.
+    pub fn app(&self) -> Option<&str> {
+        match self {
+            Work::Startup { app, .. } => Some(app),
+            _ => None,
+        }
+    }
+
+    /// The background workload, for throughput and start-up work.
+    pub fn background_workload(&self) -> Option<&str> {
+        match self {
+            Work::Throughput { workload } | Work::Startup { workload, .. } => Some(workload),
+            _ => None,
+        }
+    }
+}
+
+/// One repetition of one measurement on one target: what to run, where, with which scheduler and settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    /// Where to run.
+    pub target: Target,
+    /// Scheduler name (on `kernel:` targets, mapped to the kernel's name by [`crate::target::kernel_scheduler`]).
+    pub scheduler: String,
+    /// Tunables as `key=value`.
+    pub tunables: Vec<String>,
+    /// What to measure.
+    pub work: Work,
+    /// Repetition index, recorded in the result.
+    pub rep: u32,
+    /// How to run it.
+    pub settings: Settings,
+}
+
+/// How an experiment runs; `bfq suite` gives every experiment of a run the same settings (but for the seed, which
+/// grows with the repetition).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Settings era of the background workloads (throughput and start-up).
+    pub era: Era,
+    /// Measured duration, ns, where the benchmark has one (throughput run, video clip, fairness run, interleaved
+    /// measurement); `None` for the benchmark's default.
+    pub duration: Option<Time>,
+    /// Background warm-up before the application starts, ns (start-up).
+    pub warmup: Time,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// Measure the policy's wall-clock CPU time per request (simulator: throughput, start-up, iozone); not
+    /// reproducible.
+    pub time_policy: bool,
+    /// Options of the real targets (the simulator ignores them).
+    pub real: RealOptions,
+}
+
+impl Default for Settings {
+    /// The current era, the benchmark's default duration, the 15 s warm-up, seed 1, no CPU timing.
+    fn default() -> Self {
+        Settings {
+            era: Era::Current,
+            duration: None,
+            warmup: STARTUP_WARMUP,
+            seed: 1,
+            time_policy: false,
+            real: RealOptions::default(),
+        }
+    }
+}
+
+/// Options that only the real targets (`engine:DIR`, `kernel:DIR`) use.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealOptions {
+    /// Allow a device that `bfq loopdev` did not create (its scheduler is still restored afterwards).
+    pub allow_device: bool,
+    /// A real command whose start-up is timed instead of replaying the profile (`xterm /bin/true`); the
+    /// application name stays the label.
+    pub app_cmd: Option<String>,
+    /// Multiplies the background workload's file sizes (rounded to MiB, at least 1 MiB; quick runs on small loop
+    /// devices); application files are not scaled.
+    pub file_scale: f64,
+}
+
+impl Default for RealOptions {
+    fn default() -> Self {
+        RealOptions {
+            allow_device: false,
+            app_cmd: None,
+            file_scale: 1.0,
+        }
+    }
+}
+
+impl Experiment {
+    /// An experiment without tunables, repetition 0, with the default [`Settings`].
+    pub fn new(target: Target, scheduler: &str, work: Work) -> Experiment {
+        Experiment {
+            target,
+            scheduler: scheduler.to_string(),
+            tunables: Vec::new(),
+            work,
+            rep: 0,
+            settings: Settings::default(),
+        }
+    }
+
+    /// An experiment on the simulator with device preset or TOML file `device` (see [`Experiment::new`]).
+    pub fn sim(device: &str, scheduler: &str, work: Work) -> Experiment {
+        Experiment::new(Target::Sim(device.to_string()), scheduler, work)
+    }
+
+    /// Runs the experiment on its target: the simulator, or a real target through [`run_real`].
+    pub fn run(&self) -> Result<RunResult, ScenarioError> {
+        let device = match &self.target {
+            Target::Sim(device) => device.as_str(),
+            real => return run_real(real, self),
+        };
+        match &self.work {
+            Work::Throughput { .. } | Work::Startup { .. } => crate::scenario::run_sim(self),
+            Work::Video { workload } => run_video(self, device, workload),
+            Work::Fairness { weights, zones } => run_fairness(self, device, weights, *zones),
+            Work::Interleaved { readers } => run_interleaved(self, device, *readers),
+            Work::Iozone { threads, file_size } => run_iozone(self, device, *threads, *file_size),
+        }
+    }
+}
