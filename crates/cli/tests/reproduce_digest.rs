@@ -41,9 +41,11 @@ fn parse(text: &str) -> BTreeMap<String, String> {
 fn quick_reproduce_is_byte_identical_to_the_recorded_digests() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let out = dir.path().join("report");
+    // A relative --out in a fixed working directory: the report records the command line as typed, so it must be
+    // the same on every machine.
     let status = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["reproduce", "--quick", "--jobs", "2", "--out"])
-        .arg(&out)
+        .current_dir(dir.path())
+        .args(["reproduce", "--quick", "--jobs", "2", "--out", "report"])
         .stdout(std::process::Stdio::null())
         .status()
         .expect("runs the bfq binary");
