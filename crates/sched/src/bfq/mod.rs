@@ -267,10 +267,7 @@ impl Bfq {
     pub fn set_group_weight(&mut self, g: GroupId, weight: u32) {
         let gi = self.group_of(g);
         let sd = self.groups[gi as usize].sd;
-        let e = self.wf.sds[sd as usize].owner;
-        if e != NONE {
-            self.wf.set_weight(e, weight.clamp(1, MAX_WEIGHT));
-        }
+        self.wf.set_group_weight(sd, weight.clamp(1, MAX_WEIGHT));
     }
 
     /// Event counters.
@@ -335,9 +332,7 @@ impl Bfq {
             .wf
             .new_entity(sd, weight, info.class.index() as u8, Owner::Queue(qi));
         let max_budget = self.budgets.new_queue_max();
-        if let Some(en) = self.wf.ent_mut(e) {
-            en.budget = max_budget;
-        }
+        self.wf.set_budget(e, max_budget);
         let q = Queue {
             live: true,
             entity: e,
@@ -424,11 +419,11 @@ impl Bfq {
     }
 
     pub(crate) fn entity_budget(&self, q: u32) -> u64 {
-        self.wf.ent(self.q(q).entity).map_or(0, |e| e.budget)
+        self.wf.entity(self.q(q).entity).map_or(0, |e| e.budget)
     }
 
     pub(crate) fn entity_service(&self, q: u32) -> u64 {
-        self.wf.ent(self.q(q).entity).map_or(0, |e| e.service)
+        self.wf.entity(self.q(q).entity).map_or(0, |e| e.service)
     }
 
     /// Service to charge for the request in `slot` of queue `q`.
@@ -709,17 +704,13 @@ impl Bfq {
         let backshift = self.q(q).non_blocking_wait_rq;
         let wants_preempt = if backshift && arrived_in_time && left > 0 {
             let b = left.min(self.q(q).max_budget);
-            if let Some(en) = self.wf.ent_mut(e) {
-                en.budget = b;
-                en.service = 0;
-            }
+            self.wf.set_budget(e, b);
+            self.wf.clear_service(e);
             true
         } else {
             let b = self.q(q).max_budget.max(self.next_charge(q));
-            if let Some(en) = self.wf.ent_mut(e) {
-                en.budget = b;
-                en.service = 0;
-            }
+            self.wf.set_budget(e, b);
+            self.wf.clear_service(e);
             wr_or_deserves
         };
         // IO_bound comes back after enough in-time arrivals.
@@ -749,7 +740,8 @@ impl Bfq {
         if s != NONE && s != q {
             let higher = self.q(q).class < self.q(s).class
                 || (self.q(q).class == self.q(s).class
-                    && self.wf.ent(e).map_or(0, |x| x.weight) > self.wf.ent(self.q(s).entity).map_or(0, |x| x.weight));
+                    && self.wf.entity(e).map_or(0, |x| x.weight)
+                        > self.wf.entity(self.q(s).entity).map_or(0, |x| x.weight));
             let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
             if want && !self.wf.in_service_still_next(now) {
                 self.stats.preemptions += 1;
@@ -821,12 +813,7 @@ impl Bfq {
             } else {
                 budget::time_charge_within_timeout(charge_delta, self.p.timeout_sync, maxb, service)
             };
-            if let Some(en) = self.wf.ent_mut(e) {
-                if en.budget < tot {
-                    en.budget = tot;
-                }
-            }
-            self.wf.served(e, tot.saturating_sub(service));
+            self.wf.charge_time(e, tot);
         }
         // 2. IO_bound.
         if reason == Expiration::TooIdle
@@ -845,9 +832,7 @@ impl Bfq {
             self.qm(q).max_budget = nb;
             if self.q(q).rqs.next.is_some() {
                 let b = nb.max(self.next_charge(q));
-                if let Some(en) = self.wf.ent_mut(e) {
-                    en.budget = b;
-                }
+                self.wf.set_budget(e, b);
             }
         }
         self.merge_on_expire(q);
@@ -870,8 +855,8 @@ impl Bfq {
         // 6. Keep the service of a queue that may come back to continue its slot.
         if !self.q(q).busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted {
             self.qm(q).non_blocking_wait_rq = true;
-        } else if let Some(en) = self.wf.ent_mut(e) {
-            en.service = 0;
+        } else {
+            self.wf.clear_service(e);
         }
         self.pos_update(q);
         self.maybe_free(q);
@@ -890,7 +875,7 @@ impl Bfq {
                 let Some(e) = self.wf.next_in_service(now) else {
                     return Pick::Wait;
                 };
-                let Some(Owner::Queue(nq)) = self.wf.ent(e).map(|x| x.owner) else {
+                let Some(Owner::Queue(nq)) = self.wf.entity(e).map(|x| x.owner) else {
                     return Pick::Wait;
                 };
                 q = nq;
@@ -903,9 +888,7 @@ impl Bfq {
                         // A fresh slot whose budget is below the next request's charge (possible only for a
                         // continued slot with little budget left): grow it rather than livelock.
                         let e = self.q(q).entity;
-                        if let Some(en) = self.wf.ent_mut(e) {
-                            en.budget = charge;
-                        }
+                        self.wf.set_budget(e, charge);
                     } else {
                         self.expire(q, Expiration::BudgetExhausted, now);
                         q = NONE;

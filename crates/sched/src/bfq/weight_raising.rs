@@ -157,9 +157,8 @@ impl Bfq {
         let two_min = 2 * self.budgets.min_budget();
         let cut_budget = |b: &mut Bfq| {
             let e = b.q(q).entity;
-            if let Some(en) = b.wf.ent_mut(e) {
-                en.budget = en.budget.min(two_min);
-            }
+            let budget = b.wf.entity(e).map_or(0, |en| en.budget);
+            b.wf.set_budget(e, budget.min(two_min));
         };
         if qq.wr.coeff == 1 {
             if interactive {

@@ -79,9 +79,32 @@ pub enum Owner {
     Group(u32),
 }
 
+/// What an entity's owner may read about it: a copy of its public facts, from [`Wf2q::entity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntityFacts {
+    /// Virtual start time (fixed point, see [`WFQ_SERVICE_SHIFT`]).
+    pub start: u64,
+    /// Virtual finish time (fixed point).
+    pub finish: u64,
+    /// Budget of the current slot (sectors).
+    pub budget: u64,
+    /// Service received in the current slot (sectors).
+    pub service: u64,
+    /// Weight in force (weight units).
+    pub weight: u32,
+    /// I/O class index (0 RT, 1 BE, 2 IDLE).
+    pub class: u8,
+    /// Index of the group's sched data this entity is scheduled in.
+    pub parent: u32,
+    /// What it schedules.
+    pub owner: Owner,
+    /// Where it is.
+    pub place: Place,
+}
+
 /// A schedulable entity: a queue or a group.
 #[derive(Debug, Clone)]
-pub struct Entity {
+struct Entity {
     /// Virtual start time.
     pub start: u64,
     /// Virtual finish time.
@@ -128,11 +151,11 @@ const EMPTY_NODE: Node = Node {
 
 /// One per-class service tree.
 #[derive(Debug, Clone, Default)]
-pub struct ServiceTree {
-    /// System virtual time.
-    pub vtime: u64,
-    /// Sum of the weights of active, in-service and idle-tree entities.
-    pub wsum: u64,
+struct ServiceTree {
+    /// System virtual time (fixed point).
+    vtime: u64,
+    /// Sum of the weights of active, in-service and idle-tree entities (weight units).
+    wsum: u64,
     root: u32,
     /// Idle tree ordered by finish time.
     idle: BTreeSet<(u64, u32)>,
@@ -148,26 +171,22 @@ impl ServiceTree {
         }
     }
     /// True if no entity is backlogged on this tree.
-    pub fn is_empty(&self) -> bool {
+    fn is_empty(&self) -> bool {
         self.root == NONE
-    }
-    /// Entities on the idle tree.
-    pub fn idle_len(&self) -> usize {
-        self.idle.len()
     }
 }
 
 /// Scheduling data of one group: per-class trees and the entity in service at this level.
 #[derive(Debug, Clone)]
-pub struct SchedData {
+struct SchedData {
     /// Per-class service trees (RT, BE, IDLE).
-    pub trees: [ServiceTree; CLASSES],
+    trees: [ServiceTree; CLASSES],
     /// Entity in service at this level, or [`NONE`].
-    pub in_service: u32,
+    in_service: u32,
     /// Last time (ns) the IDLE class was (about to be) served at this level.
-    pub idle_class_last_service: Time,
+    idle_class_last_service: Time,
     /// The group's own entity in its parent, or [`NONE`] for the root.
-    pub owner: u32,
+    owner: u32,
 }
 
 impl SchedData {
@@ -180,7 +199,7 @@ impl SchedData {
         }
     }
     /// True if some entity is backlogged at this level.
-    pub fn has_active(&self) -> bool {
+    fn has_active(&self) -> bool {
         self.trees.iter().any(|t| !t.is_empty())
     }
 }
@@ -189,10 +208,10 @@ impl SchedData {
 #[derive(Debug, Clone)]
 pub struct Wf2q {
     /// Entity arena.
-    pub ents: Vec<Entity>,
+    ents: Vec<Entity>,
     free: Vec<u32>,
     /// Per-group scheduling data; index 0 is the root group.
-    pub sds: Vec<SchedData>,
+    sds: Vec<SchedData>,
     nodes: Vec<Node>,
     seed: u32,
 }
@@ -272,12 +291,6 @@ impl Wf2q {
         let ent = &self.ents[e as usize];
         let (p, c) = (ent.parent as usize, ent.class as usize);
         &mut self.sds[p].trees[c]
-    }
-
-    /// The service tree `e` is scheduled on.
-    pub fn tree_of(&self, e: u32) -> &ServiceTree {
-        let ent = &self.ents[e as usize];
-        &self.sds[ent.parent as usize].trees[ent.class as usize]
     }
 
     // ---- treap keyed by (finish, id), augmented with the subtree minimum start ----
@@ -430,6 +443,12 @@ impl Wf2q {
         self.st(e).root = r;
     }
 
+    /// `bfq_calc_finish`: `F = S + delta(budget, weight)`.
+    fn calc_finish(&mut self, e: u32) {
+        let ent = &mut self.ents[e as usize];
+        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+    }
+
     fn apply_weight(&mut self, e: u32) {
         let (old, new) = (self.ents[e as usize].weight, self.ents[e as usize].new_weight);
         if old != new {
@@ -488,8 +507,8 @@ impl Wf2q {
             }
         }
         self.apply_weight(e);
+        self.calc_finish(e);
         let ent = &mut self.ents[e as usize];
-        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
         if backshift && vt_gt(vtime, ent.finish) {
             let d = vtime.wrapping_sub(ent.finish) / u64::from(wr_coeff.max(1));
             ent.start = ent.start.wrapping_add(d);
@@ -510,8 +529,7 @@ impl Wf2q {
         }
         self.active_remove(e);
         self.apply_weight(e);
-        let ent = &mut self.ents[e as usize];
-        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+        self.calc_finish(e);
         self.active_insert(e);
         self.update_ancestors(e);
     }
@@ -536,8 +554,7 @@ impl Wf2q {
                     self.ents[g as usize].budget = budget;
                     self.active_remove(g);
                     self.apply_weight(g);
-                    let ge = &mut self.ents[g as usize];
-                    ge.finish = ge.start.wrapping_add(delta(ge.budget, u64::from(ge.weight)));
+                    self.calc_finish(g);
                     self.active_insert(g);
                 }
                 Place::Idle | Place::Out => {
@@ -656,8 +673,7 @@ impl Wf2q {
             if busy {
                 self.ents[e as usize].start = self.ents[e as usize].finish;
                 self.apply_weight(e);
-                let ent = &mut self.ents[e as usize];
-                ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+                self.calc_finish(e);
                 self.active_insert(e);
             } else {
                 self.park_or_forget(e);
@@ -756,14 +772,60 @@ impl Wf2q {
             .map_or(0, |x| x.budget.saturating_sub(x.service))
     }
 
-    /// The entity `e`, if it exists.
-    pub fn ent(&self, e: u32) -> Option<&Entity> {
-        self.ents.get(e as usize)
+    /// Read-only lookup: the public facts of entity `e`, if it exists.
+    pub fn entity(&self, e: u32) -> Option<EntityFacts> {
+        self.ents.get(e as usize).map(|x| EntityFacts {
+            start: x.start,
+            finish: x.finish,
+            budget: x.budget,
+            service: x.service,
+            weight: x.weight,
+            class: x.class,
+            parent: x.parent,
+            owner: x.owner,
+            place: x.place,
+        })
     }
 
-    /// The entity `e`, mutably.
-    pub fn ent_mut(&mut self, e: u32) -> Option<&mut Entity> {
-        self.ents.get_mut(e as usize)
+    /// Sets the budget (sectors) of `e`, which must not be on an active tree (use [`Wf2q::reposition`] for an
+    /// active one): a queue about to be activated, or the one in service. The finish time follows at the next
+    /// activation or requeue (`bfq_calc_finish`).
+    pub fn set_budget(&mut self, e: u32, budget: u64) {
+        if let Some(en) = self.ents.get_mut(e as usize) {
+            en.budget = budget;
+        }
+    }
+
+    /// Forgets the service (sectors) `e` received in its last slot, so that its next slot starts from zero.
+    pub fn clear_service(&mut self, e: u32) {
+        if let Some(en) = self.ents.get_mut(e as usize) {
+            en.service = 0;
+        }
+    }
+
+    /// `bfq_bfqq_charge_time`: charges in-service `e` as if it had received `charge` sectors of service: its
+    /// budget grows to at least `charge`, and the service it has not received yet is charged to it and to its
+    /// ancestors (advancing virtual time as [`Wf2q::served`] does).
+    pub fn charge_time(&mut self, e: u32, charge: u64) {
+        let Some(en) = self.ents.get_mut(e as usize) else {
+            return;
+        };
+        if en.budget < charge {
+            en.budget = charge;
+        }
+        let service = en.service;
+        self.served(e, charge.saturating_sub(service));
+    }
+
+    /// Sets the weight (weight units) of group `sd`'s own entity, applied lazily like [`Wf2q::set_weight`]. The
+    /// root group has no entity: nothing happens.
+    pub fn set_group_weight(&mut self, sd: u32, weight: u32) {
+        let Some(g) = self.sds.get(sd as usize).map(|x| x.owner) else {
+            return;
+        };
+        if g != NONE {
+            self.set_weight(g, weight);
+        }
     }
 }
 
