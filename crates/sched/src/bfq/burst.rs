@@ -1,6 +1,7 @@
 //! Large-burst detection (`schedulers.md` §1.8): many queues created close together (a `make -j`, a service
 //! manager starting daemons) are not interactive applications, so they must not be weight-raised.
 
+use super::ids::QueueId;
 use super::Bfq;
 use crate::types::{Time, MS, SEC};
 
@@ -17,7 +18,7 @@ pub const BURST_CLEAR_IDLE: Time = 10 * SEC;
 #[derive(Debug, Clone, Default)]
 pub struct BurstState {
     /// Queues in the current burst, while it is not yet large.
-    pub list: Vec<u32>,
+    pub list: Vec<QueueId>,
     /// Queues in the current burst.
     pub size: usize,
     /// The current burst is large.
@@ -52,7 +53,7 @@ impl QueueBurst {
 
 impl Bfq {
     /// `bfq_handle_burst` for a just-created sync queue.
-    pub(crate) fn burst_on_new_queue(&mut self, q: u32, now: Time) {
+    pub(crate) fn burst_on_new_queue(&mut self, q: QueueId, now: Time) {
         if !self.p.low_latency || self.q(q).burst.in_large_burst {
             return;
         }
@@ -63,7 +64,7 @@ impl Bfq {
             .is_some_and(|t| now <= t.saturating_add(BURST_INTERVAL));
         if !running || g != self.burst.group {
             for old in std::mem::take(&mut self.burst.list) {
-                if let Some(o) = self.queues.get_mut(old as usize) {
+                if let Some(o) = self.queues.get_mut(old.slot()) {
                     o.burst.in_list = false;
                 }
             }
@@ -79,7 +80,7 @@ impl Bfq {
             } else if self.burst.size >= LARGE_BURST_THRESH {
                 self.burst.large = true;
                 for old in std::mem::take(&mut self.burst.list) {
-                    if let Some(o) = self.queues.get_mut(old as usize) {
+                    if let Some(o) = self.queues.get_mut(old.slot()) {
                         o.burst.in_list = false;
                         o.burst.in_large_burst = true;
                     }
@@ -94,7 +95,7 @@ impl Bfq {
     }
 
     /// A queue idle for [`BURST_CLEAR_IDLE`] leaves its large burst.
-    pub(crate) fn burst_maybe_clear(&mut self, q: u32, now: Time) {
+    pub(crate) fn burst_maybe_clear(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
         if qq.burst.in_large_burst
             && qq
@@ -106,7 +107,7 @@ impl Bfq {
     }
 
     /// A queue is freed: drop it from the burst list.
-    pub(crate) fn burst_forget(&mut self, q: u32) {
+    pub(crate) fn burst_forget(&mut self, q: QueueId) {
         if self.q(q).burst.in_list {
             self.burst.list.retain(|&x| x != q);
             self.qm(q).burst.in_list = false;

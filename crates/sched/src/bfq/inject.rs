@@ -3,7 +3,8 @@
 //! queue's own requests down. `inject_limit` (requests in the device) adapts to what is measured.
 
 use super::idling::boosts_throughput;
-use super::{Bfq, NONE};
+use super::ids::QueueId;
+use super::Bfq;
 use crate::types::{IoClass, Request, Time, SEC, US};
 
 /// A queue whose new I/O follows another queue's completion within this time (ns) may have been woken by it:
@@ -37,10 +38,10 @@ pub struct QueueInject {
     pub last_serv_time: Time,
     /// Last reset or decrease of the limit (ns).
     pub decrease_time: Time,
-    /// Detected waker queue, or [`NONE`].
-    pub waker: u32,
-    /// Candidate waker and its consecutive hits.
-    pub waker_candidate: u32,
+    /// Detected waker queue.
+    pub waker: Option<QueueId>,
+    /// Candidate waker.
+    pub waker_candidate: Option<QueueId>,
     /// Hits of the candidate.
     pub waker_hits: u32,
 }
@@ -52,8 +53,8 @@ impl QueueInject {
             limit: 0,
             last_serv_time: 0,
             decrease_time: now,
-            waker: NONE,
-            waker_candidate: NONE,
+            waker: None,
+            waker_candidate: None,
             waker_hits: 0,
         }
     }
@@ -69,7 +70,7 @@ pub struct DeviceInject {
     /// The in-service queue's first request after a hole: (request id, dispatch time, ran alone).
     pub waited: Option<(u64, Time, bool)>,
     /// Queue of the last completion, and its time.
-    pub last_completed: Option<(u32, Time)>,
+    pub last_completed: Option<(QueueId, Time)>,
     /// Rotating start of the scan over queues.
     pub cursor: usize,
     /// Requests injected so far.
@@ -77,8 +78,8 @@ pub struct DeviceInject {
 }
 
 impl Bfq {
-    fn can_inject_from(&self, c: u32, in_service: u32, only_raised: bool) -> bool {
-        let Some(cq) = self.queues.get(c as usize) else {
+    fn can_inject_from(&self, c: QueueId, in_service: QueueId, only_raised: bool) -> bool {
+        let Some(cq) = self.queues.get(c.slot()) else {
             return false;
         };
         if !cq.live || !cq.busy || c == in_service || cq.class == IoClass::Idle {
@@ -96,7 +97,7 @@ impl Bfq {
     }
 
     /// A queue to inject from while in-service queue `q` is plugged, or `None`.
-    pub(crate) fn injection_candidate(&mut self, q: u32, _now: Time) -> Option<u32> {
+    pub(crate) fn injection_candidate(&mut self, q: QueueId, _now: Time) -> Option<QueueId> {
         if self.p.strict_guarantees {
             return None;
         }
@@ -111,8 +112,8 @@ impl Bfq {
             };
             let a = gi
                 .and_then(|g| self.groups.get(g as usize))
-                .map_or(NONE, |g| g.async_q[idx]);
-            if a != NONE && self.can_inject_from(a, q, false) {
+                .and_then(|g| g.async_q[idx]);
+            if let Some(a) = a.filter(|&a| self.can_inject_from(a, q, false)) {
                 let next_flow = self.q(a).rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.flow.0);
                 if next_flow == Some(owner) {
                     return Some(a);
@@ -120,8 +121,7 @@ impl Bfq {
             }
         }
         // 2. The waker.
-        let w = self.q(q).inject.waker;
-        if w != NONE && self.can_inject_from(w, q, false) {
+        if let Some(w) = self.q(q).inject.waker.filter(|&w| self.can_inject_from(w, q, false)) {
             return Some(w);
         }
         // 3. Any queue, within the limit.
@@ -143,7 +143,7 @@ impl Bfq {
         }
         let start = self.inject.cursor % n;
         for i in 0..n.min(INJECT_SCAN_MAX) {
-            let c = ((start + i) % n) as u32;
+            let c = QueueId::at((start + i) % n);
             if self.can_inject_from(c, q, only_raised) {
                 self.inject.cursor = (start + i + 1) % n;
                 return Some(c);
@@ -158,7 +158,7 @@ impl Bfq {
     }
 
     /// At set-in-service: the limit is reset once a second.
-    pub(crate) fn inject_on_set_in_service(&mut self, q: u32, now: Time) {
+    pub(crate) fn inject_on_set_in_service(&mut self, q: QueueId, now: Time) {
         self.inject.injected = false;
         self.inject.waited = None;
         self.inject.hole = false;
@@ -173,8 +173,8 @@ impl Bfq {
 
     /// At a dispatch from `q`: injected requests are counted; the in-service queue's first request after a hole
     /// (a period in which it was plugged) is timed, noting whether it ran alone in the device.
-    pub(crate) fn inject_on_dispatch(&mut self, q: u32, rq: &Request, in_driver_before: u32, now: Time) {
-        if q != self.in_service {
+    pub(crate) fn inject_on_dispatch(&mut self, q: QueueId, rq: &Request, in_driver_before: u32, now: Time) {
+        if Some(q) != self.in_service {
             self.inject.injected = true;
             self.inject.count += 1;
             return;
@@ -188,7 +188,7 @@ impl Bfq {
 
     /// At the completion of the timed request: a request that ran alone gives the baseline service time; then
     /// the limit goes down if the request took at least 3/2 of the baseline, up otherwise.
-    pub(crate) fn inject_on_completion(&mut self, q: u32, rq: &Request, now: Time) {
+    pub(crate) fn inject_on_completion(&mut self, q: QueueId, rq: &Request, now: Time) {
         let Some((id, t, alone)) = self.inject.waited else {
             return;
         };
@@ -213,18 +213,18 @@ impl Bfq {
     }
 
     /// The in-service queue `q` is plugged (empty and waiting): a hole starts.
-    pub(crate) fn inject_on_plug(&mut self, _q: u32) {
+    pub(crate) fn inject_on_plug(&mut self, _q: QueueId) {
         self.inject.hole = true;
     }
 
     /// Remembers the last completion for waker detection.
-    pub(crate) fn waker_on_completion(&mut self, q: u32, now: Time) {
+    pub(crate) fn waker_on_completion(&mut self, q: QueueId, now: Time) {
         self.inject.last_completed = Some((q, now));
     }
 
     /// A request arriving at an empty queue right after another queue's completion counts towards that queue
     /// being its waker.
-    pub(crate) fn waker_on_arrival(&mut self, q: u32, now: Time) {
+    pub(crate) fn waker_on_arrival(&mut self, q: QueueId, now: Time) {
         let Some((w, t)) = self.inject.last_completed else {
             return;
         };
@@ -236,14 +236,14 @@ impl Bfq {
             return;
         }
         let i = &mut self.qm(q).inject;
-        if i.waker_candidate == w {
+        if i.waker_candidate == Some(w) {
             i.waker_hits += 1;
         } else {
-            i.waker_candidate = w;
+            i.waker_candidate = Some(w);
             i.waker_hits = 1;
         }
         if i.waker_hits >= WAKER_HITS {
-            i.waker = w;
+            i.waker = Some(w);
         }
     }
 }

@@ -34,6 +34,7 @@ pub mod budget;
 pub mod burst;
 pub mod fifo;
 pub mod idling;
+pub mod ids;
 pub mod inject;
 pub mod peak_rate;
 pub mod queue_merge;
@@ -42,17 +43,18 @@ pub mod weight_raising;
 pub mod wf2q;
 
 use crate::device::DeviceInfo;
-use crate::merge::{absorb, IntMap, MergeKind};
+use crate::merge::{IntMap, MergeKind};
 use crate::scheduler::Scheduler;
 use crate::tunables::TunableValues;
 use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS, SEC};
 use budget::{Budgets, Expiration};
 use fifo::{QueueRqs, Store};
 use idling::{HwTag, IdleFacts, ThinkTime};
+use ids::{EntityId, QueueId, SdId, SlotId};
 use peak_rate::PeakRate;
 use std::collections::{BTreeMap, BTreeSet};
 use tunables::Params;
-use wf2q::{Owner, Wf2q, NONE};
+use wf2q::{Owner, Wf2q};
 
 pub use tunables::TUNABLES;
 
@@ -83,7 +85,7 @@ const ASYNC_QUEUES: usize = 2 * IOPRIO_LEVELS as usize + 1;
 pub(crate) struct FlowCtx {
     pub(crate) info: FlowInfo,
     /// The flow's sync queue (possibly shared after a merge), or [`NONE`].
-    pub(crate) sync_q: u32,
+    pub(crate) sync_q: Option<QueueId>,
     /// State saved when the flow's queue was merged, restored on split.
     pub(crate) saved: Option<queue_merge::Saved>,
 }
@@ -92,20 +94,20 @@ pub(crate) struct FlowCtx {
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
     /// Index of the group's sched data in the [`Wf2q`].
-    pub(crate) sd: u32,
+    pub(crate) sd: SdId,
     /// Shared async queues (RT 0..8, BE 8..16, IDLE 16), [`NONE`] until used.
-    pub(crate) async_q: [u32; ASYNC_QUEUES],
+    pub(crate) async_q: [Option<QueueId>; ASYNC_QUEUES],
     /// Queues of the group with requests queued or in the device.
     pub(crate) pending: u32,
     /// Busy sync queues by the sector of their next request, for early queue merging.
-    pub(crate) pos: BTreeSet<(u64, u32)>,
+    pub(crate) pos: BTreeSet<(u64, QueueId)>,
 }
 
 /// One BFQ queue.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
     pub(crate) live: bool,
-    pub(crate) entity: u32,
+    pub(crate) entity: EntityId,
     pub(crate) group: u32,
     pub(crate) class: IoClass,
     pub(crate) orig_weight: u32,
@@ -160,14 +162,14 @@ pub struct Bfq {
     pub(crate) queue_depth: u32,
     pub(crate) wf: Wf2q,
     pub(crate) queues: Vec<Queue>,
-    free_queues: Vec<u32>,
+    free_queues: Vec<usize>,
     pub(crate) flows: IntMap<u32, FlowCtx>,
     pub(crate) groups: Vec<Group>,
     group_index: IntMap<u32, u32>,
     pub(crate) store: Store,
     /// Dispatched requests not yet completed: request id → queue.
-    in_flight: IntMap<u64, u32>,
-    pub(crate) in_service: u32,
+    in_flight: IntMap<u64, QueueId>,
+    pub(crate) in_service: Option<QueueId>,
     pub(crate) busy_queues: u32,
     pub(crate) busy_per_class: [u32; 3],
     pub(crate) wr_busy_queues: u32,
@@ -208,7 +210,7 @@ pub struct Stats {
 /// What `select_queue` decided.
 enum Pick {
     /// Serve this queue's next request.
-    Serve(u32),
+    Serve(QueueId),
     /// Nothing now.
     Wait,
 }
@@ -230,7 +232,7 @@ impl Bfq {
             group_index: IntMap::default(),
             store: Store::default(),
             in_flight: IntMap::default(),
-            in_service: NONE,
+            in_service: None,
             busy_queues: 0,
             busy_per_class: [0; 3],
             wr_busy_queues: 0,
@@ -249,8 +251,8 @@ impl Bfq {
             stats: Stats::default(),
         };
         b.groups.push(Group {
-            sd: 0,
-            async_q: [NONE; ASYNC_QUEUES],
+            sd: SdId::ROOT,
+            async_q: [None; ASYNC_QUEUES],
             pending: 0,
             pos: BTreeSet::new(),
         });
@@ -288,11 +290,11 @@ impl Bfq {
         if let Some(&i) = self.group_index.get(&g.0) {
             return i;
         }
-        let sd = self.wf.new_group(0, DEFAULT_GROUP_WEIGHT);
+        let sd = self.wf.new_group(SdId::ROOT, DEFAULT_GROUP_WEIGHT);
         let i = self.groups.len() as u32;
         self.groups.push(Group {
             sd,
-            async_q: [NONE; ASYNC_QUEUES],
+            async_q: [None; ASYNC_QUEUES],
             pending: 0,
             pos: BTreeSet::new(),
         });
@@ -303,7 +305,7 @@ impl Bfq {
     fn ensure_flow(&mut self, f: FlowId) {
         self.flows.entry(f.0).or_insert_with(|| FlowCtx {
             info: FlowInfo::new(f),
-            sync_q: NONE,
+            sync_q: None,
             saved: None,
         });
     }
@@ -321,13 +323,13 @@ impl Bfq {
         u32::from(IOPRIO_LEVELS - prio) * WEIGHT_CONVERSION_COEFF
     }
 
-    pub(crate) fn new_queue(&mut self, group: u32, info: &FlowInfo, sync: bool, now: Time) -> u32 {
-        let qi = self.free_queues.pop().unwrap_or_else(|| {
+    pub(crate) fn new_queue(&mut self, group: u32, info: &FlowInfo, sync: bool, now: Time) -> QueueId {
+        let qi = QueueId::at(self.free_queues.pop().unwrap_or_else(|| {
             self.queues.push(Queue::default());
-            (self.queues.len() - 1) as u32
-        });
+            self.queues.len() - 1
+        }));
         let weight = Self::flow_weight(info);
-        let sd = self.groups.get(group as usize).map_or(0, |g| g.sd);
+        let sd = self.groups.get(group as usize).map_or(SdId::ROOT, |g| g.sd);
         let e = self
             .wf
             .new_entity(sd, weight, info.class.index() as u8, Owner::Queue(qi));
@@ -350,13 +352,13 @@ impl Bfq {
             inject: inject::QueueInject::new(now),
             ..Queue::default()
         };
-        if let Some(slot) = self.queues.get_mut(qi as usize) {
+        if let Some(slot) = self.queues.get_mut(qi.slot()) {
             *slot = q;
         }
         qi
     }
 
-    fn async_queue(&mut self, flow: FlowId, now: Time) -> u32 {
+    fn async_queue(&mut self, flow: FlowId, now: Time) -> QueueId {
         let info = self
             .flows
             .get(&flow.0)
@@ -368,22 +370,21 @@ impl Bfq {
             IoClass::Be => 8 + usize::from(info.prio.min(7)),
             IoClass::Idle => 16,
         };
-        let cur = self.groups[gi as usize].async_q[idx];
-        if cur != NONE {
+        if let Some(cur) = self.groups[gi as usize].async_q[idx] {
             return cur;
         }
         // Shared async queues carry the class weight, never a per-flow explicit weight.
         let mut shared = info.clone();
         shared.weight = None;
         let q = self.new_queue(gi, &shared, false, now);
-        self.queues[q as usize].refs = 1;
-        self.groups[gi as usize].async_q[idx] = q;
+        self.qm(q).refs = 1;
+        self.groups[gi as usize].async_q[idx] = Some(q);
         q
     }
 
-    fn sync_queue(&mut self, flow: FlowId, now: Time) -> u32 {
-        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
-        if cur != NONE && self.queues.get(cur as usize).is_some_and(|q| q.live) {
+    fn sync_queue(&mut self, flow: FlowId, now: Time) -> QueueId {
+        let cur = self.flows.get(&flow.0).and_then(|c| c.sync_q);
+        if let Some(cur) = cur.filter(|&c| self.is_live(c)) {
             return cur;
         }
         let info = self
@@ -393,58 +394,63 @@ impl Bfq {
             .unwrap_or_else(|| FlowInfo::new(flow));
         let gi = self.group_of(info.group);
         let q = self.new_queue(gi, &info, true, now);
-        self.queues[q as usize].refs = 1;
-        self.queues[q as usize].merge.owner = flow.0;
+        self.qm(q).refs = 1;
+        self.qm(q).merge.owner = flow.0;
         if let Some(c) = self.flows.get_mut(&flow.0) {
-            c.sync_q = q;
+            c.sync_q = Some(q);
         }
         self.burst_on_new_queue(q, now);
         q
     }
 
-    pub(crate) fn q(&self, q: u32) -> &Queue {
-        &self.queues[q as usize]
+    pub(crate) fn q(&self, q: QueueId) -> &Queue {
+        &self.queues[q.slot()]
     }
 
-    pub(crate) fn qm(&mut self, q: u32) -> &mut Queue {
-        &mut self.queues[q as usize]
+    pub(crate) fn qm(&mut self, q: QueueId) -> &mut Queue {
+        &mut self.queues[q.slot()]
     }
 
-    pub(crate) fn raised(&self, q: u32) -> bool {
+    /// True if `q` names a live queue.
+    pub(crate) fn is_live(&self, q: QueueId) -> bool {
+        self.queues.get(q.slot()).is_some_and(|x| x.live)
+    }
+
+    pub(crate) fn raised(&self, q: QueueId) -> bool {
         self.q(q).wr.coeff > 1
     }
 
-    pub(crate) fn budget_left(&self, q: u32) -> u64 {
+    pub(crate) fn budget_left(&self, q: QueueId) -> u64 {
         self.wf.budget_left(self.q(q).entity)
     }
 
-    pub(crate) fn entity_budget(&self, q: u32) -> u64 {
+    pub(crate) fn entity_budget(&self, q: QueueId) -> u64 {
         self.wf.entity(self.q(q).entity).map_or(0, |e| e.budget)
     }
 
-    pub(crate) fn entity_service(&self, q: u32) -> u64 {
+    pub(crate) fn entity_service(&self, q: QueueId) -> u64 {
         self.wf.entity(self.q(q).entity).map_or(0, |e| e.service)
     }
 
     /// Service to charge for the request in `slot` of queue `q`.
-    pub(crate) fn charge_of(&self, q: u32, slot: u32) -> u64 {
+    pub(crate) fn charge_of(&self, q: QueueId, slot: SlotId) -> u64 {
         let sectors = self.store.rq(slot).map_or(1, |r| r.sectors);
         let qq = self.q(q);
         let asym = !qq.sync && qq.wr.coeff == 1 && self.asymmetric(q);
         budget::charge(sectors, qq.sync, qq.wr.coeff > 1, asym)
     }
 
-    pub(crate) fn next_charge(&self, q: u32) -> u64 {
+    pub(crate) fn next_charge(&self, q: QueueId) -> u64 {
         self.q(q).rqs.next.map_or(0, |s| self.charge_of(q, s))
     }
 
-    pub(crate) fn seeky(&self, q: u32) -> bool {
+    pub(crate) fn seeky(&self, q: QueueId) -> bool {
         idling::is_seeky(self.q(q).seek_history)
     }
 
     /// `bfq_asymmetric_scenario`: weights of non-raised pending queues differ and `q` is not at the smallest,
     /// or several classes are busy, or more than one group has pending requests.
-    pub(crate) fn asymmetric(&self, q: u32) -> bool {
+    pub(crate) fn asymmetric(&self, q: QueueId) -> bool {
         let varied = self.weights.len() > 1;
         let smallest = self.weights.keys().next().copied();
         let qw = self.q(q).weight_counted;
@@ -453,7 +459,7 @@ impl Bfq {
         varied_and_not_smallest || classes > 1 || self.groups_with_pending > 1
     }
 
-    pub(crate) fn idle_facts(&self, q: u32) -> IdleFacts {
+    pub(crate) fn idle_facts(&self, q: QueueId) -> IdleFacts {
         let qq = self.q(q);
         IdleFacts {
             has_refs: qq.refs > 0,
@@ -476,27 +482,27 @@ impl Bfq {
         }
     }
 
-    pub(crate) fn better_to_idle(&self, q: u32) -> bool {
+    pub(crate) fn better_to_idle(&self, q: QueueId) -> bool {
         idling::better_to_idle(&self.idle_facts(q))
     }
 
-    fn must_idle(&self, q: u32) -> bool {
+    fn must_idle(&self, q: QueueId) -> bool {
         self.q(q).rqs.is_empty() && self.better_to_idle(q)
     }
 
-    fn budget_timed_out(&self, q: u32, now: Time) -> bool {
+    fn budget_timed_out(&self, q: QueueId, now: Time) -> bool {
         now >= self.q(q).budget_timeout
     }
 
     /// The budget timeout fires only if the queue is not idling, or still has a third of its budget left.
-    fn may_expire_for_budget_timeout(&self, q: u32, now: Time) -> bool {
+    fn may_expire_for_budget_timeout(&self, q: QueueId, now: Time) -> bool {
         let qq = self.q(q);
         let budget = self.entity_budget(q);
         (!qq.wait_request || self.budget_left(q) >= budget / 3) && self.budget_timed_out(q, now)
     }
 
     /// Keeps the weights map and per-group pending counts in step with the queue's state.
-    pub(crate) fn sync_counters(&mut self, q: u32) {
+    pub(crate) fn sync_counters(&mut self, q: QueueId) {
         let qq = self.q(q);
         let pending = qq.live && (qq.busy || qq.dispatched > 0);
         let want = (pending && qq.wr.coeff == 1).then_some(qq.orig_weight);
@@ -535,7 +541,7 @@ impl Bfq {
         }
     }
 
-    fn add_busy(&mut self, q: u32) {
+    fn add_busy(&mut self, q: QueueId) {
         if self.q(q).busy {
             return;
         }
@@ -549,7 +555,7 @@ impl Bfq {
         self.sync_counters(q);
     }
 
-    fn del_busy(&mut self, q: u32) {
+    fn del_busy(&mut self, q: QueueId) {
         if !self.q(q).busy {
             return;
         }
@@ -565,9 +571,9 @@ impl Bfq {
     }
 
     /// Frees a queue nobody uses any more: no flow refers to it and it holds no request.
-    pub(crate) fn maybe_free(&mut self, q: u32) {
+    pub(crate) fn maybe_free(&mut self, q: QueueId) {
         let qq = self.q(q);
-        if !qq.live || qq.refs > 0 || qq.busy || qq.dispatched > 0 || !qq.rqs.is_empty() || self.in_service == q {
+        if !qq.live || qq.refs > 0 || qq.busy || qq.dispatched > 0 || !qq.rqs.is_empty() || self.in_service == Some(q) {
             return;
         }
         let e = qq.entity;
@@ -575,13 +581,13 @@ impl Bfq {
         self.sync_counters(q);
         self.burst_forget(q);
         self.wf.free_entity(e);
-        self.queues[q as usize] = Queue::default();
-        self.free_queues.push(q);
+        self.queues[q.slot()] = Queue::default();
+        self.free_queues.push(q.slot());
     }
 
     /// `bfq_updated_next_req`: the next request of a busy, not in-service queue changed: its budget follows.
-    fn updated_next_req(&mut self, q: u32) {
-        if self.in_service == q || !self.q(q).busy || self.q(q).rqs.next.is_none() {
+    fn updated_next_req(&mut self, q: QueueId) {
+        if self.in_service == Some(q) || !self.q(q).busy || self.q(q).rqs.next.is_none() {
             return;
         }
         let nb = self.q(q).max_budget.max(self.next_charge(q));
@@ -595,13 +601,9 @@ impl Bfq {
         let flow = rq.flow;
         self.queued += rq.parts();
         // Fast path: the flow is known and its sync queue is live and not being split.
-        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
-        let fast = rq.sync
-            && self
-                .queues
-                .get(cur as usize)
-                .is_some_and(|x| x.live && !x.merge.split_coop);
-        let q = if fast {
+        let cur = self.flows.get(&flow.0).and_then(|c| c.sync_q);
+        let fast = cur.filter(|&c| rq.sync && self.is_live(c) && !self.q(c).merge.split_coop);
+        let q = if let Some(cur) = fast {
             self.maybe_merge_on_insert(flow, cur, &rq, now)
         } else if rq.sync {
             self.ensure_flow(flow);
@@ -615,20 +617,15 @@ impl Bfq {
         // Request merging, only with a request of the same queue.
         let store = &self.store;
         if let Some((h, kind)) = store.index.find(&rq, self.max_sectors, true, |h| {
-            store
-                .slot(h as u32)
-                .filter(|s| s.queue == q)
-                .and_then(|s| s.rq.as_ref())
+            store.at_handle(h).filter(|(_, s)| s.queue == q).map(|(_, s)| &s.rq)
         }) {
-            let slot = h as u32;
-            if let Some(mut target) = self.store.take_for_merge(slot) {
-                let old = target.sector;
-                absorb(&mut target, rq, kind);
-                let new = target.sector;
-                self.store.put_back(slot, target);
-                if kind == MergeKind::Front {
-                    self.qm(q).rqs.resort(slot, old, new);
-                    self.pos_update(q);
+            // The closure above found a live slot at handle `h`, so the merge cannot miss.
+            if let Some(slot) = self.store.at_handle(h).map(|(k, _)| k) {
+                if let Some((old, new)) = self.store.merge_into(slot, rq, kind) {
+                    if kind == MergeKind::Front {
+                        self.qm(q).rqs.resort(slot, old, new);
+                        self.pos_update(q);
+                    }
                 }
                 return;
             }
@@ -640,7 +637,7 @@ impl Bfq {
     }
 
     /// `bfq_add_request` + `bfq_rq_enqueued`.
-    fn add_request(&mut self, q: u32, slot: u32, sector: u64, sectors: u32, sync: bool, now: Time) {
+    fn add_request(&mut self, q: QueueId, slot: SlotId, sector: u64, sectors: u32, sync: bool, now: Time) {
         // Think time and seekiness of sync queues.
         if self.q(q).sync {
             let si = self.p.slice_idle;
@@ -659,7 +656,7 @@ impl Bfq {
         let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
         {
             let store = &self.store;
-            let qq = &mut self.queues[q as usize];
+            let qq = &mut self.queues[q.slot()];
             qq.rqs.add(slot, store, last, bm, pen);
         }
         if !self.q(q).busy {
@@ -674,7 +671,7 @@ impl Bfq {
         self.pos_update(q);
         self.waker_on_arrival(q, now);
         // Arrival while idling.
-        if self.in_service == q && self.q(q).wait_request {
+        if self.in_service == Some(q) && self.q(q).wait_request {
             let small = self.q(q).rqs.len() == 1 && sectors < idling::SMALL_REQ_SECTORS;
             let f = self.idle_facts(q);
             let boosts = idling::boosts_throughput(&f) && self.wr_busy_queues == 0;
@@ -690,7 +687,7 @@ impl Bfq {
     }
 
     /// `bfq_bfqq_handle_idle_busy_switch`: an idle queue receives a request.
-    fn handle_idle_busy_switch(&mut self, q: u32, now: Time) {
+    fn handle_idle_busy_switch(&mut self, q: QueueId, now: Time) {
         self.burst_maybe_clear(q, now);
         let arrived_in_time = self
             .q(q)
@@ -736,8 +733,7 @@ impl Bfq {
         self.qm(q).non_blocking_wait_rq = false;
         self.merge_on_busy(q, now);
         // Preemption.
-        let s = self.in_service;
-        if s != NONE && s != q {
+        if let Some(s) = self.in_service.filter(|&s| s != q) {
             let higher = self.q(q).class < self.q(s).class
                 || (self.q(q).class == self.q(s).class
                     && self.wf.entity(e).map_or(0, |x| x.weight)
@@ -751,10 +747,10 @@ impl Bfq {
     }
 
     /// Sets queue `q` in service (`__bfq_set_in_service_queue`).
-    fn set_in_service(&mut self, q: u32, now: Time) {
+    fn set_in_service(&mut self, q: QueueId, now: Time) {
         self.budgets.assigned_one();
         self.stats.slots += 1;
-        self.in_service = q;
+        self.in_service = Some(q);
         self.in_serv_last_pos = None;
         let timeout = self
             .p
@@ -770,13 +766,12 @@ impl Bfq {
 
     fn cancel_timer(&mut self) {
         self.timer = None;
-        let s = self.in_service;
-        if s != NONE {
+        if let Some(s) = self.in_service {
             self.qm(s).wait_request = false;
         }
     }
 
-    fn arm_timer(&mut self, q: u32, now: Time) {
+    fn arm_timer(&mut self, q: QueueId, now: Time) {
         let sl = idling::idle_slice(self.p.slice_idle, self.seeky(q), self.raised(q), self.asymmetric(q));
         let sl = sl.clamp(1, SEC);
         self.qm(q).wait_request = true;
@@ -786,8 +781,8 @@ impl Bfq {
     }
 
     /// `bfq_bfqq_expire`: ends the slot of in-service queue `q` for `reason`.
-    pub(crate) fn expire(&mut self, q: u32, reason: Expiration, now: Time) {
-        if self.in_service != q {
+    pub(crate) fn expire(&mut self, q: QueueId, reason: Expiration, now: Time) {
+        if self.in_service != Some(q) {
             return;
         }
         let e = self.q(q).entity;
@@ -839,7 +834,7 @@ impl Bfq {
         // 4-5. Deactivate or requeue.
         let empty = self.q(q).rqs.is_empty();
         let keep_for_guarantees = reason == Expiration::Preempted && idling::needed_for_guarantees(&self.idle_facts(q));
-        self.in_service = NONE;
+        self.in_service = None;
         self.timer = None;
         self.qm(q).wait_request = false;
         if empty && !keep_for_guarantees {
@@ -864,23 +859,28 @@ impl Bfq {
 
     /// `bfq_select_queue`.
     fn select_queue(&mut self, now: Time) -> Pick {
-        let mut q = self.in_service;
-        if q != NONE && self.may_expire_for_budget_timeout(q, now) && !self.must_idle(q) {
-            self.expire(q, Expiration::BudgetTimeout, now);
-            q = NONE;
+        let mut cur = self.in_service;
+        if let Some(q) = cur {
+            if self.may_expire_for_budget_timeout(q, now) && !self.must_idle(q) {
+                self.expire(q, Expiration::BudgetTimeout, now);
+                cur = None;
+            }
         }
         let guard = 2 * self.busy_queues as usize + 8;
         for _ in 0..guard {
-            if q == NONE {
-                let Some(e) = self.wf.next_in_service(now) else {
-                    return Pick::Wait;
-                };
-                let Some(Owner::Queue(nq)) = self.wf.entity(e).map(|x| x.owner) else {
-                    return Pick::Wait;
-                };
-                q = nq;
-                self.set_in_service(q, now);
-            }
+            let q = match cur {
+                Some(q) => q,
+                None => {
+                    let Some(e) = self.wf.next_in_service(now) else {
+                        return Pick::Wait;
+                    };
+                    let Some(Owner::Queue(nq)) = self.wf.entity(e).map(|x| x.owner) else {
+                        return Pick::Wait;
+                    };
+                    self.set_in_service(nq, now);
+                    nq
+                }
+            };
             if self.q(q).rqs.next.is_some() {
                 let charge = self.next_charge(q);
                 if charge > self.budget_left(q) {
@@ -891,7 +891,7 @@ impl Bfq {
                         self.wf.set_budget(e, charge);
                     } else {
                         self.expire(q, Expiration::BudgetExhausted, now);
-                        q = NONE;
+                        cur = None;
                         continue;
                     }
                 }
@@ -908,13 +908,13 @@ impl Bfq {
                 };
             }
             self.expire(q, Expiration::NoMoreRequests, now);
-            q = NONE;
+            cur = None;
         }
         Pick::Wait
     }
 
     /// Takes queue `q`'s next request out and accounts its dispatch (`bfq_dispatch_rq_from_bfqq`).
-    fn dispatch_from(&mut self, q: u32, now: Time) -> Option<Request> {
+    fn dispatch_from(&mut self, q: QueueId, now: Time) -> Option<Request> {
         let slot = self.q(q).rqs.next?;
         let charge = self.charge_of(q, slot);
         let e = self.q(q).entity;
@@ -924,7 +924,7 @@ impl Bfq {
         {
             let (bm, pen) = (self.p.back_seek_max, self.p.back_seek_penalty);
             let store = &self.store;
-            let qq = &mut self.queues[q as usize];
+            let qq = &mut self.queues[q.slot()];
             qq.rqs.remove(slot, rq.sector, store, bm, pen);
         }
         self.queued = self.queued.saturating_sub(rq.parts());
@@ -933,7 +933,7 @@ impl Bfq {
         self.rq_in_driver += 1;
         self.in_flight.insert(rq.id.0, q);
         self.last_position = rq.sector.saturating_add(u64::from(rq.sectors));
-        if q == self.in_service {
+        if Some(q) == self.in_service {
             self.in_serv_last_pos = Some(self.last_position);
         }
         if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
@@ -941,26 +941,26 @@ impl Bfq {
         }
         self.merge_on_dispatch(q, now);
         // FIFO: consulted once per slot.
-        if self.in_service == q && !self.q(q).fifo_checked && !self.q(q).rqs.is_empty() {
+        if self.in_service == Some(q) && !self.q(q).fifo_checked && !self.q(q).rqs.is_empty() {
             self.qm(q).fifo_checked = true;
             let store = &self.store;
-            let qq = &mut self.queues[q as usize];
+            let qq = &mut self.queues[q.slot()];
             if let Some(h) = qq.rqs.expired_head(store, q, now) {
                 qq.rqs.next = Some(h);
             }
         }
-        if self.q(q).rqs.is_empty() && self.in_service != q {
+        if self.q(q).rqs.is_empty() && self.in_service != Some(q) {
             // An injected queue that ran dry leaves the scheduler.
             self.wf.deactivate(e);
             self.del_busy(q);
             self.qm(q).became_idle_at = Some(now);
-        } else if self.in_service != q {
+        } else if self.in_service != Some(q) {
             self.updated_next_req(q);
         }
         self.pos_update(q);
         self.sync_counters(q);
         self.inject_on_dispatch(q, &rq, in_driver_before, now);
-        if self.in_service == q {
+        if self.in_service == Some(q) {
             self.update_wr_data(q, now);
             if self.q(q).class == IoClass::Idle && self.busy_queues > 1 {
                 self.expire(q, Expiration::BudgetExhausted, now);
@@ -976,10 +976,9 @@ impl Bfq {
             return;
         }
         self.timer = None;
-        let q = self.in_service;
-        if q == NONE || !self.q(q).wait_request {
+        let Some(q) = self.in_service.filter(|&q| self.q(q).wait_request) else {
             return;
-        }
+        };
         self.qm(q).wait_request = false;
         if self.budget_timed_out(q, now) {
             // Keep the idling start for the time charge.
@@ -995,29 +994,11 @@ impl Bfq {
     #[cfg(test)]
     #[allow(dead_code)]
     pub(crate) fn in_service_flow(&self) -> Option<FlowId> {
-        let q = self.in_service;
-        if q == NONE {
-            return None;
-        }
-        self.flows.iter().find(|(_, c)| c.sync_q == q).map(|(&f, _)| FlowId(f))
-    }
-}
-
-impl Store {
-    /// Takes the request in `slot` out for a merge without freeing the slot (put it back with `put_back`).
-    pub fn take_for_merge(&mut self, slot: u32) -> Option<Request> {
-        let s = self.slot_mut(slot)?;
-        let rq = s.rq.take()?;
-        self.index.remove(u64::from(slot), &rq);
-        Some(rq)
-    }
-
-    /// Puts a request taken with `take_for_merge` back in its slot.
-    pub fn put_back(&mut self, slot: u32, rq: Request) {
-        self.index.add(u64::from(slot), &rq);
-        if let Some(s) = self.slot_mut(slot) {
-            s.rq = Some(rq);
-        }
+        let q = self.in_service?;
+        self.flows
+            .iter()
+            .find(|(_, c)| c.sync_q == Some(q))
+            .map(|(&f, _)| FlowId(f))
     }
 }
 
@@ -1036,7 +1017,7 @@ impl Scheduler for Bfq {
                     flow.id.0,
                     FlowCtx {
                         info,
-                        sync_q: NONE,
+                        sync_q: None,
                         saved: None,
                     },
                 );
@@ -1046,14 +1027,13 @@ impl Scheduler for Bfq {
 
     fn flow_exited(&mut self, flow: FlowId, now: Time) {
         let Some(ctx) = self.flows.remove(&flow.0) else { return };
-        let q = ctx.sync_q;
-        if q == NONE || !self.queues.get(q as usize).is_some_and(|x| x.live) {
+        let Some(q) = ctx.sync_q.filter(|&q| self.is_live(q)) else {
             return;
-        }
+        };
         self.qm(q).refs = self.q(q).refs.saturating_sub(1);
         if self.q(q).refs == 0 {
             self.qm(q).has_short_ttime = false;
-            if self.in_service == q && self.q(q).wait_request && self.q(q).rqs.is_empty() {
+            if self.in_service == Some(q) && self.q(q).wait_request && self.q(q).rqs.is_empty() {
                 self.cancel_timer();
                 self.expire(q, Expiration::NoMoreRequests, now);
             }
@@ -1089,13 +1069,13 @@ impl Scheduler for Bfq {
         let Some(q) = self.in_flight.remove(&rq.id.0) else {
             return;
         };
-        let s = self.in_service;
-        let small = s != NONE
-            && self.q(s).has_short_ttime
-            && (self.q(s).dispatched as usize + self.q(s).rqs.len()) < idling::HW_QUEUE_THRESHOLD as usize;
+        let small = self.in_service.is_some_and(|s| {
+            self.q(s).has_short_ttime
+                && (self.q(s).dispatched as usize + self.q(s).rqs.len()) < idling::HW_QUEUE_THRESHOLD as usize
+        });
         self.hw.sample(self.rq_in_driver, self.queued as u32, small);
         self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
-        if !self.queues.get(q as usize).is_some_and(|x| x.live) {
+        if !self.is_live(q) {
             return;
         }
         self.qm(q).dispatched = self.q(q).dispatched.saturating_sub(1);
@@ -1107,7 +1087,7 @@ impl Scheduler for Bfq {
         self.inject_on_completion(q, rq, now);
         self.waker_on_completion(q, now);
         self.sync_counters(q);
-        if self.in_service == q {
+        if self.in_service == Some(q) {
             if self.must_idle(q) {
                 if self.q(q).dispatched == 0 {
                     self.arm_timer(q, now);

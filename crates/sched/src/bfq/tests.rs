@@ -260,8 +260,8 @@ impl Sim {
         self.now = self.now.max(end);
     }
 
-    pub(super) fn queue_of(&self, f: u32) -> u32 {
-        self.b.flows.get(&f).map_or(NONE, |c| c.sync_q)
+    pub(super) fn queue_of(&self, f: u32) -> Option<ids::QueueId> {
+        self.b.flows.get(&f).and_then(|c| c.sync_q)
     }
 }
 
@@ -285,8 +285,7 @@ fn new_flow_is_raised_and_served_first() {
     sim.run_until(3 * SEC);
     // The reader has been served for 3 s: its own raising (it was new too) must have ended or be unrelated.
     sim.run_until(3 * SEC + 1);
-    let q2 = sim.queue_of(2);
-    assert_ne!(q2, NONE);
+    let q2 = sim.queue_of(2).expect("flow 2 has a sync queue");
     assert_eq!(sim.b.q(q2).wr.coeff, 30, "new sync queue raised x30");
     sim.run_until(4 * SEC);
     let inserted = 3 * SEC;
@@ -318,7 +317,7 @@ fn raising_ends_after_its_duration() {
     let dur = sim.b.wr_duration();
     assert!(dur.abs_diff(10_500 * MS) < MS, "{dur}");
     sim.run_until(10 * SEC);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert_eq!(sim.b.q(q).wr.coeff, 30, "still raised at 10 s");
     sim.run_until(11 * SEC);
     assert_eq!(sim.b.q(q).wr.coeff, 1, "raising over after 10.5 s");
@@ -336,10 +335,9 @@ fn raising_ends_after_120k_sectors() {
     let mut ended_at = None;
     for step in 0..4000 {
         sim.run_until(step * 2 * MS);
-        let q = sim.queue_of(1);
-        if q == NONE {
+        let Some(q) = sim.queue_of(1) else {
             continue;
-        }
+        };
         dispatched = sim.log.len() as u64 * 256;
         if sim.b.q(q).wr.coeff == 1 {
             ended_at = Some(dispatched);
@@ -570,7 +568,7 @@ fn large_burst_is_detected_and_not_raised() {
     for f in 1..=10u32 {
         let now = u64::from(f) * 20 * MS;
         b.insert(read(u64::from(f), f, u64::from(f) << 20, 8), now);
-        qs.push(b.flows[&f].sync_q);
+        qs.push(b.flows[&f].sync_q.unwrap());
     }
     for (i, &q) in qs.iter().enumerate() {
         assert!(b.q(q).burst.in_large_burst, "queue {i}");
@@ -584,7 +582,7 @@ fn large_burst_is_detected_and_not_raised() {
     // A queue created after a pause of more than 180 ms starts a new burst and is raised.
     b.flow_started(&FlowInfo::new(FlowId(11)), 0);
     b.insert(read(11, 11, 1 << 32, 8), 2 * SEC);
-    let q = b.flows[&11].sync_q;
+    let q = b.flows[&11].sync_q.unwrap();
     assert!(!b.q(q).burst.in_large_burst);
     assert_eq!(b.q(q).wr.coeff, 30);
 }
@@ -606,7 +604,7 @@ fn queue_merge_and_split() {
     let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![a, c]);
     sim.run_until(50 * MS);
     assert_eq!(sim.queue_of(1), sim.queue_of(2), "cooperating flows share a queue");
-    let shared = sim.queue_of(1);
+    let shared = sim.queue_of(1).unwrap();
     assert!(sim.b.q(shared).merge.coop);
     for p in sim.procs.iter_mut() {
         p.random = true;
@@ -676,14 +674,13 @@ fn injection_while_idling() {
     let mut max_limit = 0;
     for k in 1..=300 {
         sim.run_until(k * 10 * MS);
-        let q = sim.queue_of(1);
-        if q != NONE {
+        if let Some(q) = sim.queue_of(1) {
             max_limit = max_limit.max(sim.b.q(q).inject.limit);
         }
     }
     assert_eq!(sim.b.hw.hw_tag, Some(true));
     assert!(sim.b.inject.count > 100, "injected {}", sim.b.inject.count);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert!(sim.b.q(q).inject.last_serv_time > 0, "baseline measured");
     assert!(max_limit >= 1, "limit grew");
 }
@@ -696,7 +693,7 @@ fn soft_real_time_raising() {
     player.think = 100 * MS;
     let mut sim = Sim::new(bfq(&hdd1(), &[]), TestDev::hdd(), 1, vec![player]);
     sim.run_until(2 * SEC);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert_eq!(sim.b.q(q).wr.coeff, 3000);
     assert_eq!(sim.b.q(q).wr.kind, weight_raising::WrKind::SoftRt);
     assert!(
@@ -713,7 +710,7 @@ fn async_raising_after_long_gap() {
     let w = |id: u64, s: u64| Request::new(RequestId(id), FlowId(1), Direction::Write, false, s, 8);
     b.insert(w(1, 0), 0);
     b.insert(w(2, 1 << 20), MS);
-    let q = b.groups[0].async_q[8 + 4];
+    let q = b.groups[0].async_q[8 + 4].unwrap();
     assert_eq!(b.q(q).wr.coeff, 1);
     b.insert(w(3, 2 << 20), 600 * MS);
     assert_eq!(b.q(q).wr.coeff, 30);
@@ -739,7 +736,7 @@ fn budget_grows_in_the_policy() {
     let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![reader]);
     let q0 = {
         sim.run_until(1);
-        sim.queue_of(1)
+        sim.queue_of(1).unwrap()
     };
     assert_eq!(sim.b.q(q0).max_budget, 16384 * 2 / 3);
     sim.run_until(200 * MS);

@@ -1,7 +1,8 @@
 //! Low-latency heuristics (`schedulers.md` §1.8): interactive and soft real-time weight raising, their ends, and
 //! async raising. Active only with `low_latency = 1`.
 
-use super::{Bfq, NONE};
+use super::ids::QueueId;
+use super::Bfq;
 use crate::types::{Time, MS, SEC};
 
 /// Interactive raising lasts at least this long (ns): 3 s.
@@ -101,7 +102,7 @@ impl Bfq {
     }
 
     /// Changes the raising coefficient of `q`, keeping the counters and the (lazily applied) weight in step.
-    pub(crate) fn set_wr_coeff(&mut self, q: u32, coeff: u32) {
+    pub(crate) fn set_wr_coeff(&mut self, q: QueueId, coeff: u32) {
         let old = self.q(q).wr.coeff;
         if old == coeff {
             return;
@@ -121,7 +122,7 @@ impl Bfq {
     }
 
     /// Whether an idle→busy switch of `q` at `now` makes it (interactive, soft real-time).
-    pub(crate) fn wr_candidate(&self, q: u32, now: Time) -> (bool, bool) {
+    pub(crate) fn wr_candidate(&self, q: QueueId, now: Time) -> (bool, bool) {
         if !self.p.low_latency {
             return (false, false);
         }
@@ -141,7 +142,7 @@ impl Bfq {
     }
 
     /// Starts or renews raising on an idle→busy switch (`bfq_update_bfqq_wr_on_rq_arrival`).
-    pub(crate) fn wr_on_arrival(&mut self, q: u32, interactive: bool, soft_rt: bool, now: Time) {
+    pub(crate) fn wr_on_arrival(&mut self, q: QueueId, interactive: bool, soft_rt: bool, now: Time) {
         let qq = self.q(q);
         if !self.p.low_latency || !qq.sync || qq.merge.coop {
             return;
@@ -202,7 +203,7 @@ impl Bfq {
     }
 
     /// Resets the per-backlog counters at an idle→busy switch.
-    pub(crate) fn wr_on_idle_busy(&mut self, q: u32, now: Time) {
+    pub(crate) fn wr_on_idle_busy(&mut self, q: QueueId, now: Time) {
         let w = &mut self.qm(q).wr;
         w.last_idle_bklogged = now;
         w.service_from_backlogged = 0;
@@ -210,7 +211,7 @@ impl Bfq {
     }
 
     /// Async raising: a busy, non-raised async queue receiving a request long after its previous one.
-    pub(crate) fn async_raise_on_arrival(&mut self, q: u32, sync: bool, now: Time) {
+    pub(crate) fn async_raise_on_arrival(&mut self, q: QueueId, sync: bool, now: Time) {
         let qq = self.q(q);
         if !self.p.low_latency || sync || qq.sync || qq.wr.coeff != 1 || !qq.busy {
             return;
@@ -228,7 +229,7 @@ impl Bfq {
     }
 
     /// Accounts service for the raising limits.
-    pub(crate) fn wr_on_served(&mut self, q: u32, charge: u64) {
+    pub(crate) fn wr_on_served(&mut self, q: QueueId, charge: u64) {
         let w = &mut self.qm(q).wr;
         if w.coeff > 1 {
             w.service_from_wr = w.service_from_wr.saturating_add(charge);
@@ -237,7 +238,7 @@ impl Bfq {
     }
 
     /// Ends raising.
-    pub(crate) fn end_wr(&mut self, q: u32, now: Time) {
+    pub(crate) fn end_wr(&mut self, q: QueueId, now: Time) {
         self.set_wr_coeff(q, 1);
         let w = &mut self.qm(q).wr;
         w.kind = WrKind::None;
@@ -249,7 +250,7 @@ impl Bfq {
     /// `bfq_update_wr_data`, at each dispatch of the in-service queue: ends raising when its time or service is
     /// up, when the queue joined a large burst, or when a soft real-time queue turned totally seeky; an expired
     /// soft real-time period falls back to an interrupted interactive one that is still running.
-    pub(crate) fn update_wr_data(&mut self, q: u32, now: Time) {
+    pub(crate) fn update_wr_data(&mut self, q: QueueId, now: Time) {
         let w = self.q(q).wr;
         if w.coeff <= 1 {
             return;
@@ -283,7 +284,7 @@ impl Bfq {
         }
     }
 
-    fn softrt_next_start(&self, q: u32, now: Time) -> Time {
+    fn softrt_next_start(&self, q: QueueId, now: Time) -> Time {
         let w = self.q(q).wr;
         let rate = self.p.wr_max_softrt_rate.max(1);
         let by_rate = w
@@ -296,7 +297,7 @@ impl Bfq {
     }
 
     /// At expiration: plans the earliest soft real-time reactivation if the queue is drained.
-    pub(crate) fn softrt_on_expire(&mut self, q: u32, now: Time) {
+    pub(crate) fn softrt_on_expire(&mut self, q: QueueId, now: Time) {
         if !self.p.low_latency || self.p.wr_max_softrt_rate == 0 || !self.q(q).rqs.is_empty() {
             return;
         }
@@ -312,14 +313,13 @@ impl Bfq {
     }
 
     /// At a completion: the deferred soft real-time planning of a queue that is now drained.
-    pub(crate) fn softrt_on_completion(&mut self, q: u32, now: Time) {
+    pub(crate) fn softrt_on_completion(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
-        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != q {
+        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != Some(q) {
             let t = self.softrt_next_start(q, now);
             let w = &mut self.qm(q).wr;
             w.soft_rt_next_start = t;
             w.softrt_update = false;
         }
-        let _ = NONE;
     }
 }
