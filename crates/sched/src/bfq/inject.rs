@@ -204,7 +204,10 @@ impl Bfq {
         }
         if i.last_serv_time > 0 {
             if d.saturating_mul(SLOWDOWN_DEN) >= i.last_serv_time.saturating_mul(SLOWDOWN_NUM) {
-                i.limit = i.limit.saturating_sub(1);
+                // A limit, not a counter: at 0 it stays there.
+                if i.limit > 0 {
+                    i.limit -= 1;
+                }
                 i.decrease_time = now;
             } else if i.limit < depth {
                 i.limit += 1;

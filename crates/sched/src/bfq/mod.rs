@@ -42,6 +42,7 @@ pub mod tunables;
 pub mod weight_raising;
 pub mod wf2q;
 
+use crate::counter;
 use crate::device::DeviceInfo;
 use crate::merge::{IntMap, MergeKind};
 use crate::scheduler::Scheduler;
@@ -532,9 +533,9 @@ impl Bfq {
                         self.groups_with_pending += 1;
                     }
                 } else {
-                    gr.pending = gr.pending.saturating_sub(1);
+                    counter::dec(&mut gr.pending, "group pending queues");
                     if gr.pending == 0 {
-                        self.groups_with_pending = self.groups_with_pending.saturating_sub(1);
+                        counter::dec(&mut self.groups_with_pending, "groups_with_pending");
                     }
                 }
             }
@@ -560,11 +561,11 @@ impl Bfq {
             return;
         }
         self.qm(q).busy = false;
-        self.busy_queues = self.busy_queues.saturating_sub(1);
+        counter::dec(&mut self.busy_queues, "busy_queues");
         let c = self.q(q).class.index();
-        self.busy_per_class[c] = self.busy_per_class[c].saturating_sub(1);
+        counter::dec(&mut self.busy_per_class[c], "busy_per_class");
         if self.raised(q) {
-            self.wr_busy_queues = self.wr_busy_queues.saturating_sub(1);
+            counter::dec(&mut self.wr_busy_queues, "wr_busy_queues");
         }
         self.pos_remove(q);
         self.sync_counters(q);
@@ -927,7 +928,10 @@ impl Bfq {
             let qq = &mut self.queues[q.slot()];
             qq.rqs.remove(slot, rq.sector, store, bm, pen);
         }
-        self.queued = self.queued.saturating_sub(rq.parts());
+        self.queued = self
+            .queued
+            .checked_sub(rq.parts())
+            .expect("counter underflow: queued requests below the parts of a dispatched request");
         let in_driver_before = self.rq_in_driver;
         self.qm(q).dispatched += 1;
         self.rq_in_driver += 1;
@@ -1030,7 +1034,7 @@ impl Scheduler for Bfq {
         let Some(q) = ctx.sync_q.filter(|&q| self.is_live(q)) else {
             return;
         };
-        self.qm(q).refs = self.q(q).refs.saturating_sub(1);
+        counter::dec(&mut self.qm(q).refs, "queue refs");
         if self.q(q).refs == 0 {
             self.qm(q).has_short_ttime = false;
             if self.in_service == Some(q) && self.q(q).wait_request && self.q(q).rqs.is_empty() {
@@ -1074,11 +1078,11 @@ impl Scheduler for Bfq {
                 && (self.q(s).dispatched as usize + self.q(s).rqs.len()) < idling::HW_QUEUE_THRESHOLD as usize
         });
         self.hw.sample(self.rq_in_driver, self.queued as u32, small);
-        self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
+        counter::dec(&mut self.rq_in_driver, "rq_in_driver");
         if !self.is_live(q) {
             return;
         }
-        self.qm(q).dispatched = self.q(q).dispatched.saturating_sub(1);
+        counter::dec(&mut self.qm(q).dispatched, "queue dispatched");
         if let Some(peak) = self.peak.on_completion(now) {
             self.budgets.autotune(peak, self.p.timeout_sync);
         }

@@ -6,6 +6,7 @@ use super::idling::{is_seeky, ThinkTime};
 use super::ids::QueueId;
 use super::weight_raising::WrState;
 use super::Bfq;
+use crate::counter;
 use crate::types::{FlowId, IoClass, Request, Time, MS};
 
 /// Queues whose next requests are this close (sectors) cooperate: 8192 sectors = 4 MiB (`BFQQ_CLOSE_THR`).
@@ -134,7 +135,7 @@ impl Bfq {
         }
         self.qm(to).refs += 1;
         self.qm(to).merge.coop = true;
-        self.qm(from).refs = self.q(from).refs.saturating_sub(1);
+        counter::dec(&mut self.qm(from).refs, "queue refs");
         self.maybe_free(from);
     }
 

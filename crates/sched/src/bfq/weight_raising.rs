@@ -109,7 +109,7 @@ impl Bfq {
         }
         if self.q(q).busy {
             if old > 1 && coeff == 1 {
-                self.wr_busy_queues = self.wr_busy_queues.saturating_sub(1);
+                crate::counter::dec(&mut self.wr_busy_queues, "wr_busy_queues");
             } else if old == 1 && coeff > 1 {
                 self.wr_busy_queues += 1;
             }
