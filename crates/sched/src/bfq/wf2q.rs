@@ -1,6 +1,6 @@
 //! B-WF2Q+: the fair-queueing engine of BFQ (`schedulers.md` §1.2).
 //!
-//! Entities (queues and groups) live in one arena. Each group owns a [`SchedData`] with one [`ServiceTree`] per
+//! Entities (queues and groups) live in one arena. Each group owns scheduling data with one service tree per
 //! I/O class; classes are served in strict priority RT > BE > IDLE, except that a backlogged IDLE class is served
 //! when it has not been for [`CLASS_IDLE_TIMEOUT`].
 //!
