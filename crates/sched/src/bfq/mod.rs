@@ -49,6 +49,7 @@ mod accounting;
 mod arrival;
 mod depth;
 mod dispatch;
+mod invariants;
 mod queues;
 mod slot;
 
@@ -345,6 +346,10 @@ impl Scheduler for Bfq {
 
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
         depth_limit(dir, sync, nr_requests, self.wr_busy_queues > 0)
+    }
+
+    fn check_invariants(&self) -> Result<(), crate::scheduler::InvariantViolation> {
+        self.check_invariants_impl()
     }
 }
 

@@ -197,6 +197,7 @@ impl Sim {
                 self.inserted_at.insert(self.next_id, self.now);
                 self.next_id += 1;
                 self.b.insert(rq, self.now);
+                checked(&self.b);
             }
         }
     }
@@ -204,7 +205,9 @@ impl Sim {
     fn pump(&mut self) {
         self.wakeup = None;
         while (self.in_dev.len() as u32) < self.tags {
-            match self.b.dispatch(self.now) {
+            let d = self.b.dispatch(self.now);
+            checked(&self.b);
+            match d {
                 Decision::Dispatch(rq) => {
                     for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
                         let t = self.inserted_at.remove(&id.0).unwrap_or(self.now);
@@ -247,6 +250,7 @@ impl Sim {
             while let Some(i) = self.in_dev.iter().position(|x| x.0 <= self.now) {
                 let (_, rq) = self.in_dev.swap_remove(i);
                 self.b.completed(&rq, self.now);
+                checked(&self.b);
                 if self.now >= self.measure_from {
                     *self.served.entry(rq.flow.0).or_insert(0) += u64::from(rq.sectors);
                 }
@@ -528,8 +532,19 @@ fn conformance_waits_without_idling_stay_within_a_few_slots() {
     }
 }
 
+/// Asserts the policy's invariants (`Scheduler::check_invariants`) after a call.
+#[track_caller]
+pub(super) fn checked(b: &Bfq) {
+    if let Err(v) = b.check_invariants() {
+        panic!("{v}");
+    }
+}
+
 fn next_rq(b: &mut Bfq, now: Time) -> Request {
-    match b.dispatch(now) {
+    checked(b);
+    let d = b.dispatch(now);
+    checked(b);
+    match d {
         Decision::Dispatch(r) => r,
         d => panic!("expected a dispatch, got {d:?}"),
     }
@@ -787,8 +802,11 @@ mod robustness {
                         }
                     }
                 }
+                prop_assert_eq!(b.check_invariants(), Ok(()));
                 while in_dev.len() < dev.queue_depth as usize {
-                    match b.dispatch(now) {
+                    let d = b.dispatch(now);
+                    prop_assert_eq!(b.check_invariants(), Ok(()));
+                    match d {
                         Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
                         Decision::WaitUntil(t) => { prop_assert!(t > now && t - now <= SEC); break; }
                         Decision::Nothing => break,
@@ -799,7 +817,9 @@ mod robustness {
             // Drain.
             for _ in 0..100_000 {
                 if queued == 0 && in_dev.is_empty() { break; }
-                match b.dispatch(now) {
+                let d = b.dispatch(now);
+                prop_assert_eq!(b.check_invariants(), Ok(()));
+                match d {
                     Decision::Dispatch(rq) if in_dev.len() < dev.queue_depth as usize => { queued -= rq.parts(); in_dev.push(rq); }
                     Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
                     Decision::WaitUntil(t) => {
@@ -829,4 +849,21 @@ fn unknown_queueing_on_ssd_does_not_idle() {
     assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
     assert!(sim.waits.is_empty(), "idled {} times", sim.waits.len());
     assert_eq!(sim.max_in_dev, 3, "all three readers keep a request in the device");
+}
+
+// A deliberately broken counter is caught: after real traffic the invariants hold, and once the busy-queue count
+// is off by one, `check_invariants` names it.
+#[test]
+fn check_invariants_catches_a_broken_counter() {
+    let mut b = bfq(&hdd1(), &[]);
+    b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+    b.insert(read(1, 1, 1000, 8), 0);
+    b.insert(read(2, 1, 2000, 8), 0);
+    let rq = next_rq(&mut b, 0);
+    b.completed(&rq, MS);
+    assert_eq!(b.check_invariants(), Ok(()));
+    b.break_busy_counter_for_test();
+    let err = b.check_invariants().unwrap_err();
+    assert_eq!(err.what, "bfq");
+    assert!(err.detail.contains("busy_queues"), "{err}");
 }

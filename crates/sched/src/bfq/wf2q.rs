@@ -14,6 +14,8 @@
 //! service, and proportionally longer with larger weight sums (the default weight is 40).
 
 use super::ids::{EntityId, QueueId, SdId};
+use crate::ensure_invariant;
+use crate::scheduler::InvariantViolation;
 use crate::slab::{Slab, SlabKey};
 use crate::types::{Time, MS};
 use std::collections::BTreeSet;
@@ -821,6 +823,159 @@ impl Wf2q {
             self.set_weight(g, weight);
         }
     }
+
+    /// Checks the engine's invariants: the entity slab's bookkeeping; per service tree, the weight sum equals the
+    /// weights of its active, idle-tree and in-service entities; the active treap is ordered by (finish, slot),
+    /// its nodes carry their entity's current timestamps and the subtree minimum start is that of the node and
+    /// its children; every active entity is on exactly its own tree's treap and every idle one on its idle tree;
+    /// the in-service entity of each level is in service there and on no tree; a group's scheduling data and its
+    /// entity name each other.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        const W: &str = "wf2q";
+        if let Err(e) = self.ents.check_invariants() {
+            return Err(InvariantViolation::new(W, e));
+        }
+        let mut on_tree = vec![0u32; self.ents.slots()];
+        for (si, sd) in self.sds.iter().enumerate() {
+            let sdi = SdId::at(si);
+            for (c, st) in sd.trees.iter().enumerate() {
+                let mut wsum = 0u64;
+                let (mut n_active, mut n_idle) = (0usize, 0usize);
+                for (_, en) in self.ents.iter() {
+                    if en.parent != sdi || usize::from(en.class) != c {
+                        continue;
+                    }
+                    match en.place {
+                        Place::Out => {}
+                        Place::Active => {
+                            n_active += 1;
+                            wsum += u64::from(en.weight);
+                        }
+                        Place::Idle => {
+                            n_idle += 1;
+                            wsum += u64::from(en.weight);
+                        }
+                        Place::InService => wsum += u64::from(en.weight),
+                    }
+                }
+                ensure_invariant!(
+                    st.wsum == wsum,
+                    W,
+                    "sd {si} class {c}: weight sum {} but its entities weigh {wsum}",
+                    st.wsum
+                );
+                let mut visited = 0usize;
+                let mut last: Option<(u64, u32)> = None;
+                self.check_treap(st.root, sdi, c, &mut visited, &mut last, &mut on_tree)?;
+                ensure_invariant!(
+                    visited == n_active,
+                    W,
+                    "sd {si} class {c}: {visited} treap nodes but {n_active} active entities"
+                );
+                ensure_invariant!(
+                    st.idle.len() == n_idle,
+                    W,
+                    "sd {si} class {c}: {} idle-tree entries but {n_idle} idle entities",
+                    st.idle.len()
+                );
+                for &(f, e) in &st.idle {
+                    let Some(en) = self.ents.get(e) else {
+                        return Err(InvariantViolation::new(W, format!("idle tree names stale {e:?}")));
+                    };
+                    ensure_invariant!(
+                        en.place == Place::Idle && en.finish == f && en.parent == sdi && usize::from(en.class) == c,
+                        W,
+                        "idle-tree entry ({f}, {e:?}) does not match its entity {en:?}"
+                    );
+                }
+            }
+            if let Some(e) = sd.in_service {
+                let ok = self
+                    .ents
+                    .get(e)
+                    .is_some_and(|en| en.place == Place::InService && en.parent == sdi);
+                ensure_invariant!(ok, W, "sd {si}: in-service {e:?} is not in service at this level");
+            }
+            if let Some(g) = sd.owner {
+                let ok = self.ents.get(g).is_some_and(|en| en.owner == Owner::Group(sdi));
+                ensure_invariant!(ok, W, "sd {si}: its entity {g:?} does not own it");
+            }
+        }
+        for (e, en) in self.ents.iter() {
+            ensure_invariant!(en.weight >= 1, W, "{e:?} has weight 0");
+            if en.place == Place::InService {
+                ensure_invariant!(
+                    self.sds[en.parent.slot()].in_service == Some(e),
+                    W,
+                    "{e:?} is in service but its level serves {:?}",
+                    self.sds[en.parent.slot()].in_service
+                );
+            }
+            let n = on_tree[e.index() as usize];
+            let want = u32::from(en.place == Place::Active);
+            ensure_invariant!(n == want, W, "{e:?} ({:?}) is on {n} treaps", en.place);
+        }
+        Ok(())
+    }
+
+    /// In-order walk of the treap under `t` for [`Wf2q::check_invariants`]; returns the subtree's minimum start.
+    fn check_treap(
+        &self,
+        t: u32,
+        sd: SdId,
+        class: usize,
+        visited: &mut usize,
+        last: &mut Option<(u64, u32)>,
+        on_tree: &mut [u32],
+    ) -> Result<u64, InvariantViolation> {
+        const W: &str = "wf2q";
+        if t == NIL {
+            return Ok(u64::MAX);
+        }
+        ensure_invariant!(*visited <= self.nodes.len(), W, "treap cycle under node {t}");
+        let n = self.nodes[t as usize];
+        let left = self.check_treap(n.left, sd, class, visited, last, on_tree)?;
+        *visited += 1;
+        let Some(e) = self.ents.key_at(t) else {
+            return Err(InvariantViolation::new(W, format!("treap node {t} has no live entity")));
+        };
+        on_tree[t as usize] += 1;
+        let en = &self.ents[e];
+        ensure_invariant!(
+            en.place == Place::Active && en.parent == sd && usize::from(en.class) == class,
+            W,
+            "treap of sd {:?} class {class} holds {e:?} ({:?}, sd {:?}, class {})",
+            sd,
+            en.place,
+            en.parent,
+            en.class
+        );
+        ensure_invariant!(
+            n.start == en.start && n.finish == en.finish,
+            W,
+            "{e:?}: node stamps ({}, {}) differ from the entity's ({}, {})",
+            n.start,
+            n.finish,
+            en.start,
+            en.finish
+        );
+        let key = (n.finish, t);
+        ensure_invariant!(
+            last.is_none_or(|l| l < key),
+            W,
+            "treap out of order at {e:?}: {key:?} after {last:?}"
+        );
+        *last = Some(key);
+        let right = self.check_treap(n.right, sd, class, visited, last, on_tree)?;
+        let m = n.start.min(left).min(right);
+        ensure_invariant!(
+            n.min_start == m,
+            W,
+            "{e:?}: subtree min start {} but the subtree's minimum is {m}",
+            n.min_start
+        );
+        Ok(m)
+    }
 }
 
 #[cfg(test)]
@@ -901,6 +1056,7 @@ mod tests {
             order.push(e);
             w.served(e, 100);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         assert_eq!(order, vec![a, b, a, b, a, b]);
     }
@@ -922,6 +1078,7 @@ mod tests {
             n[if e == a { 0 } else { 1 }] += 1;
             w.served(e, 64);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         assert!((n[1] as i64 - 3 * n[0] as i64).abs() <= 4, "{n:?}");
     }
@@ -977,6 +1134,7 @@ mod tests {
             per_group[g] += 32;
             w.served(e, 32);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         let ratio = per_group[0] as f64 / per_group[1] as f64;
         assert!((ratio - 1.0).abs() < 0.02, "{per_group:?}");
@@ -1026,5 +1184,26 @@ mod tests {
         w.expire_path(e, true);
         assert_eq!(w.sds[0].trees[1].wsum, 300);
         assert_eq!(w.ents[a].weight, 300);
+    }
+
+    // The invariant check notices a weight sum that drifted from its entities and a stale subtree minimum.
+    #[test]
+    fn check_invariants_catches_broken_sums_and_minimums() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 20, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.check_invariants(), Ok(()));
+        w.sds[0].trees[1].wsum += 1;
+        let err = w.check_invariants().unwrap_err();
+        assert!(err.detail.contains("weight sum 31"), "{err}");
+        w.sds[0].trees[1].wsum -= 1;
+        let root = w.sds[0].trees[1].root;
+        w.nodes[root as usize].min_start += 1;
+        let err = w.check_invariants().unwrap_err();
+        assert!(err.detail.contains("subtree min start"), "{err}");
     }
 }
