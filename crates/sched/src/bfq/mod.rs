@@ -98,45 +98,56 @@ const ASYNC_QUEUES: usize = 2 * IOPRIO_LEVELS as usize + 1;
 /// Per-flow state (the kernel's `bfq_io_cq`).
 #[derive(Debug, Clone)]
 pub(crate) struct FlowCtx {
+    /// The flow's class, priority (0..=7), optional explicit weight (weight units) and group.
     pub(crate) info: FlowInfo,
-    /// The flow's sync queue (possibly shared after a merge), or [`NONE`].
+    /// The flow's sync queue (possibly shared after a merge); `None` before its first sync request.
     pub(crate) sync_q: Option<QueueId>,
     /// State saved when the flow's queue was merged, restored on split.
     pub(crate) saved: Option<queue_merge::Saved>,
 }
 
-/// Per-group state.
+/// Per-group state (the kernel's `bfq_group`).
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
-    /// Index of the group's sched data in the [`Wf2q`].
+    /// The group's scheduling data in the [`Wf2q`].
     pub(crate) sd: SdId,
-    /// Shared async queues (RT 0..8, BE 8..16, IDLE 16), [`NONE`] until used.
+    /// Shared async queues (RT 0..8, BE 8..16, IDLE 16), `None` until first used.
     pub(crate) async_q: [Option<QueueId>; ASYNC_QUEUES],
-    /// Queues of the group with requests queued or in the device.
+    /// Queues of the group with requests queued or in the device (queues).
     pub(crate) pending: u32,
-    /// Busy sync queues by the sector of their next request, for early queue merging.
+    /// Busy sync queues by the sector of their next request (sectors), for early queue merging (the kernel's
+    /// `pos_tree`).
     pub(crate) pos: BTreeSet<(u64, QueueId)>,
 }
 
-/// One BFQ queue.
+/// One BFQ queue (the kernel's `bfq_queue`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Queue {
+    /// The slot holds a queue in use; false once freed (the slot is then reused by the next new queue).
     pub(crate) live: bool,
+    /// The queue's scheduling entity in the [`Wf2q`].
     pub(crate) entity: EntityId,
+    /// Index of the queue's group in [`Bfq::groups`].
     pub(crate) group: u32,
+    /// I/O class (RT, BE, IDLE).
     pub(crate) class: IoClass,
+    /// Weight before raising (weight units): the flow's, or `(8 - prio) * 10`.
     pub(crate) orig_weight: u32,
+    /// Holds sync requests (a process's own queue) rather than a group's shared async ones.
     pub(crate) sync: bool,
-    /// Flows using this queue as their sync queue.
+    /// References (flows using this queue as their sync queue, or 1 for a shared async queue); the queue is
+    /// freed when none is left and it holds no request.
     pub(crate) refs: u32,
+    /// The queued requests: sorted set, FIFO and next request.
     pub(crate) rqs: QueueRqs,
-    /// Requests of this queue in the device.
+    /// Requests of this queue in the device (requests).
     pub(crate) dispatched: u32,
     /// On the scheduler (backlogged, or kept for guarantees after a preemption).
     pub(crate) busy: bool,
     /// The queue's own maximum budget (sectors).
     pub(crate) max_budget: u64,
-    /// Budget timeout of the current slot (ns); also "became idle at" while not busy (§1.3 step 4).
+    /// Budget timeout of the current slot (ns); set to the time the queue emptied while it is not busy with no
+    /// request in the device (as `bfq_del_bfqq_busy` does).
     pub(crate) budget_timeout: Time,
     /// Start of the current slot (ns).
     pub(crate) slot_start: Time,
@@ -144,14 +155,21 @@ pub(crate) struct Queue {
     pub(crate) fifo_checked: bool,
     /// Idle timer armed for this queue.
     pub(crate) wait_request: bool,
-    /// Expired empty with budget left: may continue its slot (§1.6).
+    /// Expired empty with budget left: may continue its slot when it comes back in time
+    /// (`bfq_bfqq_non_blocking_wait_rq`).
     pub(crate) non_blocking_wait_rq: bool,
+    /// The queue uses its budgets (cleared by a too-idle expiration that used little of it): idling for it is
+    /// worth it.
     pub(crate) io_bound: bool,
+    /// Consecutive in-time arrivals since it lost `io_bound` (requests); [`REQUESTS_WITHIN_TIMER`] restore it.
     pub(crate) requests_within_timer: u32,
+    /// Think-time statistics (ns).
     pub(crate) ttime: ThinkTime,
+    /// Mean think time below `slice_idle` (or too few samples to tell).
     pub(crate) has_short_ttime: bool,
+    /// Seekiness of the last 32 requests, one bit each (1 = seeky).
     pub(crate) seek_history: u32,
-    /// End sector of the last enqueued request.
+    /// End sector of the last enqueued request (sectors).
     pub(crate) last_request_pos: u64,
     /// Last completion of a request of this queue (ns), `None` before any.
     pub(crate) last_end_request: Option<Time>,
@@ -159,53 +177,82 @@ pub(crate) struct Queue {
     pub(crate) became_idle_at: Option<Time>,
     /// Last arrival (ns), for async raising.
     pub(crate) last_arrival: Option<Time>,
-    /// Weight currently counted in the weights map (non-raised queues with pending requests).
+    /// Weight currently counted in [`Bfq::weights`] (weight units; non-raised queues with pending requests).
     pub(crate) weight_counted: Option<u32>,
+    /// Counted in its group's [`Group::pending`].
     pub(crate) pending_counted: bool,
+    /// Sector (sectors) under which the queue is filed in its group's [`Group::pos`], if it is.
     pub(crate) pos_key: Option<u64>,
+    /// Weight-raising state.
     pub(crate) wr: weight_raising::WrState,
+    /// Burst-detection flags.
     pub(crate) burst: burst::QueueBurst,
+    /// Early-merge state.
     pub(crate) merge: queue_merge::QueueMerge,
+    /// Injection state (as the in-service queue).
     pub(crate) inject: inject::QueueInject,
 }
 
-/// The BFQ policy.
+/// The BFQ policy (the kernel's `bfq_data`).
 pub struct Bfq {
+    /// Tunables, in internal units (ns, sectors).
     pub(crate) p: Params,
+    /// The device is rotational.
     pub(crate) rotational: bool,
+    /// Largest request the device accepts (sectors), the bound for request merging.
     pub(crate) max_sectors: u32,
+    /// Device queue depth (requests), the bound of the injection limit.
     pub(crate) queue_depth: u32,
+    /// The B-WF2Q+ engine.
     pub(crate) wf: Wf2q,
+    /// Queues, indexed by [`QueueId::slot`]; freed slots are reused last-freed-first.
     pub(crate) queues: Vec<Queue>,
+    /// Freed queue slots (positions in `queues`), reused last-freed-first.
     free_queues: Vec<usize>,
+    /// Flows by flow id.
     pub(crate) flows: IntMap<u32, FlowCtx>,
+    /// Groups; index 0 is the root.
     pub(crate) groups: Vec<Group>,
+    /// Group id → index in `groups`.
     group_index: IntMap<u32, u32>,
+    /// Queued requests and the merge index over them.
     pub(crate) store: Store,
     /// Dispatched requests not yet completed: request id → queue.
     in_flight: IntMap<u64, QueueId>,
+    /// The queue in service, if any.
     pub(crate) in_service: Option<QueueId>,
+    /// Busy queues (queues).
     pub(crate) busy_queues: u32,
+    /// Busy queues per class, RT, BE, IDLE (queues).
     pub(crate) busy_per_class: [u32; 3],
+    /// Busy weight-raised queues (queues).
     pub(crate) wr_busy_queues: u32,
+    /// Requests in the device (requests).
     pub(crate) rq_in_driver: u32,
+    /// Queued requests, merged parts counted individually (requests).
     queued: usize,
     /// Idle-timer deadline (ns).
     pub(crate) timer: Option<Time>,
     /// When the current idling started (ns).
     pub(crate) idle_start: Time,
+    /// Command-queueing (NCQ) detection.
     pub(crate) hw: HwTag,
+    /// Peak-rate estimator (sectors/µs, fixed point).
     pub(crate) peak: PeakRate,
+    /// Device-wide budget state: the maximum budget (sectors) and its autotuning.
     pub(crate) budgets: Budgets,
+    /// Large-burst detection state.
     pub(crate) burst: burst::BurstState,
-    /// Weights of non-raised queues with pending requests → count.
+    /// Weights (weight units) of non-raised queues with pending requests → number of such queues.
     pub(crate) weights: BTreeMap<u32, u32>,
+    /// Groups with at least one pending queue (groups).
     pub(crate) groups_with_pending: u32,
-    /// End sector of the last dispatched request.
+    /// End sector of the last dispatched request (sectors).
     pub(crate) last_position: u64,
-    /// End sector of the last request dispatched by the current in-service queue; `None` until the queue set in
-    /// service dispatches (the merge test asks where *that* queue is, not where the head last went).
+    /// End sector of the last request dispatched by the current in-service queue (sectors); `None` until the
+    /// queue set in service dispatches (the merge test asks where *that* queue is, not where the head last went).
     pub(crate) in_serv_last_pos: Option<u64>,
+    /// Device-wide injection measurements.
     pub(crate) inject: inject::DeviceInject,
     /// Counters, for tests and benchmarks.
     pub(crate) stats: Stats,
