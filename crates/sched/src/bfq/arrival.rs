@@ -119,7 +119,7 @@ impl Bfq {
             .is_some_and(|t| now <= t.saturating_add(IN_TIME_SLICES * self.p.slice_idle));
         let (interactive, soft_rt) = self.wr_candidate(q, now);
         let wr_or_deserves = self.p.low_latency && (self.raised(q) || (self.q(q).sync && (interactive || soft_rt)));
-        // Budget for the activation (§1.6).
+        // Budget for the activation (`bfq_bfqq_update_budg_for_activation`).
         let e = self.q(q).entity;
         let left = self.budget_left(q);
         let backshift = self.q(q).non_blocking_wait_rq;

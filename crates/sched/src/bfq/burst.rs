@@ -1,5 +1,6 @@
-//! Large-burst detection (`schedulers.md` §1.8): many queues created close together (a `make -j`, a service
-//! manager starting daemons) are not interactive applications, so they must not be weight-raised.
+//! Large-burst detection (`bfq_handle_burst`, `bfq_add_to_burst`, `bfq_reset_burst_list`): many queues created close
+//! together (a `make -j`, a service manager starting daemons) are not interactive applications, so they must not be
+//! weight-raised.
 
 use super::ids::QueueId;
 use super::Bfq;

@@ -1,6 +1,6 @@
-//! Requests inside one BFQ queue (`schedulers.md` §1.1, §1.9): a sector-sorted set, a FIFO with per-request
-//! deadlines that is consulted at most once per service slot, and the choice of the next request by a one-way
-//! elevator with a penalised short backward seek.
+//! Requests inside one BFQ queue (`bfq_add_request`, `bfq_check_fifo`, `bfq_choose_req`; docs/SCHEDULERS.md, BFQ): a
+//! sector-sorted set, a FIFO with per-request deadlines that is consulted at most once per service slot, and the choice
+//! of the next request by a one-way elevator with a penalised short backward seek.
 
 use super::ids::{QueueId, SlotId};
 use crate::merge::{absorb, MergeIndex, MergeKind};

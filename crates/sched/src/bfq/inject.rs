@@ -1,6 +1,7 @@
-//! Injection while idling (`schedulers.md` §1.10): while the in-service queue is plugged (empty, waiting for its
-//! process), other queues' requests may be sent to the device, as long as that does not slow the in-service
-//! queue's own requests down. `inject_limit` (requests in the device) adapts to what is measured.
+//! Injection while idling (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`, `bfq_check_waker`): while the
+//! in-service queue is plugged (empty, waiting for its process), other queues' requests may be sent to the device, as
+//! long as that does not slow the in-service queue's own requests down. `inject_limit` (requests in the device) adapts
+//! to what is measured.
 
 use super::idling::boosts_throughput;
 use super::ids::QueueId;

@@ -1,7 +1,7 @@
-//! BFQ, Budget Fair Queueing (`schedulers.md` §1): one queue per process for sync I/O and shared async queues per
-//! (group, class, priority); B-WF2Q+ chooses which queue gets the device next, and the chosen queue keeps it,
-//! possibly with idling, until its budget (sectors) is used, its budget timeout passes, or it runs out of
-//! requests.
+//! BFQ, Budget Fair Queueing (the kernel's `bfq-iosched.c`; docs/SCHEDULERS.md, BFQ): one queue per process for sync
+//! I/O and shared async queues per (group, class, priority); B-WF2Q+ chooses which queue gets the device next, and the
+//! chosen queue keeps it, possibly with idling, until its budget (sectors) is used, its budget timeout passes, or it
+//! runs out of requests.
 //!
 //! Module map: [`wf2q`] the fair-queueing engine, [`budget`] budgets and expiration feedback, [`idling`] think
 //! time, seekiness, NCQ detection and the decision to idle, [`peak_rate`] the rate estimator, [`weight_raising`]

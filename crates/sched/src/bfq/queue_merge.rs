@@ -1,6 +1,6 @@
-//! Early queue merging (`schedulers.md` §1.10): processes that interleave I/O on nearby sectors (cooperating
-//! threads, a parallel reader) are redirected to one shared queue, which then looks sequential; a shared queue
-//! that turns out seeky is split again at each process's next request.
+//! Early queue merging (`bfq_setup_cooperator`, `bfq_merge_bfqqs`, `bfq_split_bfqq`): processes that interleave I/O on
+//! nearby sectors (cooperating threads, a parallel reader) are redirected to one shared queue, which then looks
+//! sequential; a shared queue that turns out seeky is split again at each process's next request.
 
 use super::idling::{is_seeky, ThinkTime};
 use super::ids::QueueId;

@@ -1,5 +1,5 @@
-//! Low-latency heuristics (`schedulers.md` §1.8): interactive and soft real-time weight raising, their ends, and
-//! async raising. Active only with `low_latency = 1`.
+//! Low-latency heuristics (`bfq_update_bfqq_wr_on_rq_arrival`, `bfq_update_wr_data`, `bfq_bfqq_softrt_next_start`):
+//! interactive and soft real-time weight raising, their ends, and async raising. Active only with `low_latency = 1`.
 
 use super::ids::QueueId;
 use super::Bfq;

@@ -1,4 +1,5 @@
-//! B-WF2Q+: the fair-queueing engine of BFQ (`schedulers.md` §1.2).
+//! B-WF2Q+: the fair-queueing engine of BFQ (the kernel's `bfq-wf2q.c`: `__bfq_activate_entity`, `bfq_calc_finish`,
+//! `bfq_lookup_next_entity`; docs/SCHEDULERS.md, BFQ).
 //!
 //! Entities (queues and groups) live in one arena. Each group owns scheduling data with one service tree per
 //! I/O class; classes are served in strict priority RT > BE > IDLE, except that a backlogged IDLE class is served
