@@ -323,3 +323,112 @@ impl Bfq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::peak_rate::{REF_RATE_NONROT, REF_RATE_ROT};
+    use super::super::tests::{bfq, checked};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId};
+
+    fn read(id: u64, flow: u32, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+    }
+
+    // The raising length is the reference duration at the reference rate, inversely proportional to the peak
+    // rate, within 3..25 s.
+    #[test]
+    fn raising_length_follows_the_peak_rate_within_bounds() {
+        assert_eq!(wr_duration(true, REF_RATE_ROT), WR_REF_DURATION_ROT);
+        assert_eq!(wr_duration(true, 2 * REF_RATE_ROT), WR_REF_DURATION_ROT / 2);
+        assert_eq!(wr_duration(false, REF_RATE_NONROT / 2), 2 * WR_REF_DURATION_NONROT);
+        // The non-rotational reference (2.5 s) is below the 3 s minimum, so at its reference rate the minimum wins.
+        assert_eq!(wr_duration(false, REF_RATE_NONROT), WR_DURATION_MIN);
+        assert_eq!(wr_duration(true, 100 * REF_RATE_ROT), WR_DURATION_MIN);
+        assert_eq!(wr_duration(true, REF_RATE_ROT / 100), WR_DURATION_MAX);
+    }
+
+    // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
+    // scheduled with is the original weight times the coefficient, for the current raising length; the raising
+    // is still on just before that length has passed and over just after, which restores the weight.
+    #[test]
+    fn interactive_raising_multiplies_the_weight_for_its_duration() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        checked(&b);
+        let q = b.flows[&1].sync_q.unwrap();
+        let (orig, coeff) = (b.q(q).orig_weight, b.q(q).wr.coeff);
+        assert_eq!(orig, 40);
+        assert_eq!(coeff, 30);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, orig * coeff);
+        assert_eq!(b.wr_busy_queues, 1);
+        let dur = b.wr_duration();
+        assert_eq!(b.q(q).wr.cur_max_time, dur);
+        b.update_wr_data(q, dur);
+        assert_eq!(b.q(q).wr.coeff, 30, "raised until the length has passed");
+        b.update_wr_data(q, dur + 1);
+        assert_eq!(b.q(q).wr.coeff, 1);
+        assert_eq!(b.q(q).wr.kind, WrKind::None);
+        assert_eq!(b.wr_busy_queues, 0);
+        checked(&b);
+    }
+
+    // Interactive raising also ends once the queue has received more than MAX_SERVICE_FROM_WR sectors raised.
+    #[test]
+    fn interactive_raising_ends_after_too_much_service() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        b.wr_on_served(q, MAX_SERVICE_FROM_WR);
+        b.update_wr_data(q, MS);
+        assert_eq!(b.q(q).wr.coeff, 30, "exactly the limit is still allowed");
+        b.wr_on_served(q, 1);
+        b.update_wr_data(q, MS);
+        assert_eq!(b.q(q).wr.coeff, 1);
+    }
+
+    // Without low_latency no queue is raised, and a flow that was busy a moment ago (within wr_min_idle_time)
+    // is not an interactive candidate.
+    #[test]
+    fn no_raising_without_low_latency_or_idleness() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.coeff, 1);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, 40);
+
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        b.qm(q).became_idle_at = Some(SEC);
+        let min_idle = b.p.wr_min_idle_time;
+        assert!(!b.wr_candidate(q, SEC + min_idle).0, "idle for exactly wr_min_idle_time");
+        assert!(b.wr_candidate(q, SEC + min_idle + 1).0);
+    }
+
+    // A soft real-time period that expires falls back to the interactive period it interrupted, if that one is
+    // still running, with the interactive coefficient.
+    #[test]
+    fn expired_soft_rt_period_resumes_the_interrupted_interactive_one() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        let rt = b.p.wr_rt_max_time;
+        b.wr_on_arrival(q, false, true, 100 * MS);
+        assert_eq!(b.q(q).wr.kind, WrKind::SoftRt);
+        assert_eq!(b.q(q).wr.coeff, 30 * super::super::tunables::SOFTRT_WR_FACTOR);
+        assert_eq!(b.q(q).wr.start_at_switch_to_srt, Some(0));
+        b.update_wr_data(q, 100 * MS + rt + 1);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.q(q).wr.coeff, 30);
+        assert_eq!(b.q(q).wr.last_start_finish, 0, "the interactive period keeps its start");
+    }
+}
