@@ -251,3 +251,120 @@ impl Bfq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{Direction, FlowId, FlowInfo, MS, US};
+
+    /// A live queue of `flow` in group 0 holding one request at `sector`, flagged busy (the test drives the
+    /// injection decision alone, not the busy bookkeeping).
+    fn queue_with_rq(b: &mut Bfq, flow: u32, id: u64, sector: u64, sync: bool) -> QueueId {
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(flow)), sync, 0);
+        b.qm(q).refs = 1;
+        let rq = Request::new(
+            crate::types::RequestId(id),
+            FlowId(flow),
+            Direction::Read,
+            sync,
+            sector,
+            8,
+        );
+        let slot = b.store.alloc(rq, q, 0);
+        let store = &b.store;
+        b.queues[q.slot()].rqs.add(slot, store, 0, 0, 1);
+        b.qm(q).busy = true;
+        q
+    }
+
+    // Another queue's request is injected only within the limit of requests in the device, and never under
+    // strict guarantees or from a queue that is not busy or is of the IDLE class.
+    #[test]
+    fn injection_only_when_its_conditions_hold() {
+        for strict in [false, true] {
+            let mut b = bfq(
+                &DeviceInfo::ssd(),
+                &[if strict { "strict_guarantees=1" } else { "low_latency=1" }],
+            );
+            let s = queue_with_rq(&mut b, 1, 1, 0, true);
+            let c = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+            b.qm(s).inject.limit = 0;
+            assert_eq!(b.injection_candidate(s, 0), None, "limit 0 with nothing in the device");
+            b.qm(s).inject.limit = 1;
+            let want = (!strict).then_some(c);
+            assert_eq!(b.injection_candidate(s, 0), want, "strict={strict}");
+            b.rq_in_driver = 1;
+            assert_eq!(b.injection_candidate(s, 0), None, "limit reached");
+            b.rq_in_driver = 0;
+            b.qm(c).busy = false;
+            assert_eq!(b.injection_candidate(s, 0), None, "not busy");
+            b.qm(c).busy = true;
+            b.qm(c).class = IoClass::Idle;
+            assert_eq!(b.injection_candidate(s, 0), None, "IDLE class");
+        }
+    }
+
+    // A detected waker is injected from whatever the limit; a request whose charge exceeds the candidate's
+    // remaining budget is not.
+    #[test]
+    fn the_waker_bypasses_the_limit_but_not_the_budget() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let s = queue_with_rq(&mut b, 1, 1, 0, true);
+        let w = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        b.qm(s).inject.limit = 0;
+        b.qm(s).inject.waker = Some(w);
+        assert_eq!(b.injection_candidate(s, 0), Some(w));
+        let e = b.q(w).entity;
+        b.wf.set_budget(e, 1);
+        assert_eq!(b.injection_candidate(s, 0), None);
+    }
+
+    // A queue that receives its only request within 200 µs of another queue's completion, twice in a row, takes
+    // that queue as its waker; a later arrival does not count.
+    #[test]
+    fn a_waker_is_detected_after_two_hits_within_the_window() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let w = queue_with_rq(&mut b, 1, 1, 0, true);
+        let q = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        b.qm(q).has_short_ttime = false;
+        b.waker_on_completion(w, MS);
+        b.waker_on_arrival(q, MS + WAKER_WINDOW + 1);
+        assert_eq!(b.q(q).inject.waker_hits, 0, "outside the window");
+        b.waker_on_arrival(q, MS + WAKER_WINDOW);
+        assert_eq!((b.q(q).inject.waker_candidate, b.q(q).inject.waker), (Some(w), None));
+        b.waker_on_completion(w, 2 * MS);
+        b.waker_on_arrival(q, 2 * MS + 100 * US);
+        assert_eq!(b.q(q).inject.waker, Some(w));
+        // A queue with a short think time is woken by its own process, not another queue.
+        let r = queue_with_rq(&mut b, 3, 3, 1 << 30, true);
+        b.qm(r).has_short_ttime = true;
+        b.waker_on_arrival(r, 2 * MS + 100 * US);
+        assert_eq!(b.q(r).inject.waker_candidate, None);
+    }
+
+    // The limit adapts: the first request served alone sets the baseline; a request that took 3/2 of it or more
+    // lowers the limit, a faster one raises it, up to the device's queue depth.
+    #[test]
+    fn the_limit_follows_the_measured_slowdown() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let q = queue_with_rq(&mut b, 1, 1, 0, true);
+        let rq = b.store.rq(b.q(q).rqs.next.unwrap()).unwrap().clone();
+        let done = |b: &mut Bfq, alone: bool, took: Time, at: Time| {
+            b.inject.waited = Some((rq.id.0, at, alone));
+            b.inject_on_completion(q, &rq, at + took);
+        };
+        done(&mut b, true, 100 * US, 0);
+        assert_eq!(b.q(q).inject.last_serv_time, 100 * US);
+        assert_eq!(b.q(q).inject.limit, 1, "as fast as the baseline: up");
+        done(&mut b, false, 149 * US, MS);
+        assert_eq!(b.q(q).inject.limit, 2);
+        done(&mut b, false, 150 * US, 2 * MS);
+        assert_eq!(b.q(q).inject.limit, 1, "3/2 of the baseline: down");
+        assert_eq!(b.q(q).inject.decrease_time, 2 * MS + 150 * US);
+        b.qm(q).inject.limit = b.queue_depth;
+        done(&mut b, false, 10 * US, 3 * MS);
+        assert_eq!(b.q(q).inject.limit, b.queue_depth, "capped at the queue depth");
+    }
+}

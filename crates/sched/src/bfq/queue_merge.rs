@@ -252,3 +252,95 @@ impl CloserThan for Option<(u64, QueueId)> {
         self.is_none_or(|(bd, _)| d < bd)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bfq, checked};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::FlowInfo;
+
+    /// Flow `f`'s sync queue on `b`, filed in its group's position tree at `sector` as if busy there.
+    fn filed_at(b: &mut Bfq, f: u32, sector: u64) -> QueueId {
+        b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        let q = b.sync_queue(FlowId(f), 0);
+        b.groups[0].pos.insert((sector, q));
+        q
+    }
+
+    // Queues cooperate only when the next requests are within CLOSE_THR sectors, in the same class, and
+    // neither is seeky.
+    #[test]
+    fn only_close_queues_cooperate() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 1_000_000);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 1_000_000 + CLOSE_THR), Some(c));
+        assert_eq!(b.find_cooperator(a, 1_000_000 - CLOSE_THR), Some(c));
+        assert_eq!(b.find_cooperator(a, 1_000_000 + CLOSE_THR + 1), None, "too far");
+        b.qm(c).seek_history = u32::MAX;
+        assert_eq!(b.find_cooperator(a, 1_000_000), None, "seeky");
+        b.qm(c).seek_history = 0;
+        b.qm(c).class = IoClass::Rt;
+        assert_eq!(b.find_cooperator(a, 1_000_000), None, "another class");
+    }
+
+    // A merge redirects the flow to the shared queue (which gains its reference and the stronger raising) and
+    // frees the empty old queue; when the shared queue is later marked for splitting, the flow gets a fresh
+    // queue back with the state saved at the merge.
+    #[test]
+    fn merge_redirects_the_flow_and_a_split_restores_its_state() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.clear();
+        b.qm(a).seek_history = 0b1011;
+        b.set_wr_coeff(a, 30);
+        b.merge_queues(FlowId(1), a, c);
+        assert_eq!(b.flows[&1].sync_q, Some(c));
+        assert_eq!(b.q(c).refs, 2);
+        assert!(b.q(c).merge.coop);
+        assert_eq!(b.q(c).wr.coeff, 30, "the shared queue inherits the stronger raising");
+        assert!(!b.is_live(a), "the old queue, empty and unreferenced, is freed");
+        checked(&b);
+        b.qm(c).merge.split_coop = true;
+        b.maybe_split(FlowId(1), 5 * MS);
+        let n = b.flows[&1].sync_q.unwrap();
+        assert_ne!(n, c);
+        assert_eq!(b.q(c).refs, 1);
+        assert_eq!(b.q(n).seek_history, 0b1011, "saved state restored");
+        assert_eq!(b.q(n).merge.split_time, Some(5 * MS));
+        assert_eq!(b.q(n).wr.coeff, 30);
+        checked(&b);
+    }
+
+    // A shared queue found seeky at expiration is marked for splitting; a sequential one is not.
+    #[test]
+    fn a_seeky_shared_queue_is_marked_for_splitting() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        b.qm(a).merge.coop = true;
+        b.merge_on_expire(a);
+        assert!(!b.q(a).merge.split_coop);
+        b.qm(a).seek_history = u32::MAX;
+        b.merge_on_expire(a);
+        assert!(b.q(a).merge.split_coop);
+    }
+
+    // Early merging is off on a non-rotational device that queues commands; on a disk a queue is merged only
+    // within 100 ms of its first dispatch, once it has received service.
+    #[test]
+    fn merging_is_off_on_queueing_flash_and_late_in_a_backlog() {
+        let ssd = bfq(&DeviceInfo::ssd(), &[]);
+        assert!(!ssd.eqm_enabled());
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        assert!(b.eqm_enabled());
+        let a = filed_at(&mut b, 1, 0);
+        b.qm(a).merge.first_io_time = Some(0);
+        b.qm(a).wr.service_from_backlogged = 8;
+        assert!(!b.too_late_for_merging(a, MERGE_TIME_LIMIT));
+        assert!(b.too_late_for_merging(a, MERGE_TIME_LIMIT + 1));
+    }
+}

@@ -409,7 +409,10 @@ mod tests {
         let q = b.flows[&1].sync_q.unwrap();
         b.qm(q).became_idle_at = Some(SEC);
         let min_idle = b.p.wr_min_idle_time;
-        assert!(!b.wr_candidate(q, SEC + min_idle).0, "idle for exactly wr_min_idle_time");
+        assert!(
+            !b.wr_candidate(q, SEC + min_idle).0,
+            "idle for exactly wr_min_idle_time"
+        );
         assert!(b.wr_candidate(q, SEC + min_idle + 1).0);
     }
 
