@@ -9,14 +9,19 @@ use crate::counter;
 use crate::types::Time;
 
 impl Bfq {
+    /// Budget `q` has left in its slot (sectors).
     pub(crate) fn budget_left(&self, q: QueueId) -> u64 {
-        self.wf.budget_left(self.q(q).entity)
+        self.wf
+            .entity(self.q(q).entity)
+            .map_or(0, |e| e.budget.saturating_sub(e.service))
     }
 
+    /// Budget of `q`'s current or next slot (sectors).
     pub(crate) fn entity_budget(&self, q: QueueId) -> u64 {
         self.wf.entity(self.q(q).entity).map_or(0, |e| e.budget)
     }
 
+    /// Service `q` received in its current slot (sectors).
     pub(crate) fn entity_service(&self, q: QueueId) -> u64 {
         self.wf.entity(self.q(q).entity).map_or(0, |e| e.service)
     }
@@ -29,6 +34,7 @@ impl Bfq {
         budget::charge(sectors, qq.sync, qq.wr.coeff > 1, asym)
     }
 
+    /// Service (sectors) the next request of `q` will be charged; 0 if it has none.
     pub(crate) fn next_charge(&self, q: QueueId) -> u64 {
         self.q(q).rqs.next.map_or(0, |s| self.charge_of(q, s))
     }

@@ -585,7 +585,7 @@ impl Wf2q {
     }
 
     /// The entity a lookup at level `sd` would choose at time `now`, without changing anything.
-    pub fn peek(&self, sd: SdId, now: Time) -> Option<EntityId> {
+    fn peek(&self, sd: SdId, now: Time) -> Option<EntityId> {
         let sdd = self.sds.get(sd.slot())?;
         let idle_first =
             now > sdd.idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) && !sdd.trees[IDLE_CLASS].is_empty();
@@ -765,11 +765,6 @@ impl Wf2q {
         if let Some(ent) = self.ents.get_mut(e) {
             ent.new_weight = weight.max(1);
         }
-    }
-
-    /// The in-service leaf's remaining budget (sectors).
-    pub fn budget_left(&self, e: EntityId) -> u64 {
-        self.ents.get(e).map_or(0, |x| x.budget.saturating_sub(x.service))
     }
 
     /// Read-only lookup: the public facts of entity `e`, if it exists.
