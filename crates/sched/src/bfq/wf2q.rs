@@ -475,9 +475,9 @@ impl Wf2q {
     /// `bfq_forget_idle`: when nothing is active and the last idle entity's finish time has been reached, set
     /// virtual time to that finish time; then drop the first idle entity if its finish time has been reached.
     ///
-    /// The first step copies the kernel's test (`!bfq_gt(last_idle->finish, st->vtime)`), under which the new
-    /// value is never after the old one: virtual time steps *back* to the last idle finish time when it was past
-    /// it (observed in `bfq reproduce --quick`). So virtual time is not monotonic here, and
+    /// The first step keeps the kernel's condition (the last idle finish time is not after virtual time), under
+    /// which the new value is never after the old one: virtual time steps *back* to the last idle finish time
+    /// when it was past it (observed in `bfq reproduce --quick`). So virtual time is not monotonic here, and
     /// [`Wf2q::check_invariants`] does not assert that it is.
     fn forget_idle(&mut self, sd: usize, class: usize) {
         let st = &mut self.sds[sd].trees[class];
