@@ -42,7 +42,7 @@ impl Bfq {
     /// Keeps the weights map and per-group pending counts in step with the queue's state.
     pub(crate) fn sync_counters(&mut self, q: QueueId) {
         let qq = self.q(q);
-        let pending = qq.live && (qq.busy || qq.dispatched > 0);
+        let pending = qq.busy || qq.dispatched > 0;
         let want = (pending && qq.wr.coeff == 1).then_some(qq.orig_weight);
         let had = qq.weight_counted;
         if want != had {

@@ -80,7 +80,9 @@ impl Bfq {
         let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
         {
             let store = &self.store;
-            let qq = &mut self.queues[q.slot()];
+            let Some(Some(qq)) = self.queues.get_mut(q.slot()) else {
+                unreachable!("bfq: {q:?} is not a live queue")
+            };
             qq.rqs.add(slot, store, last, bm, pen);
         }
         if !self.q(q).busy {

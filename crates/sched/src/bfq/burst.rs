@@ -65,7 +65,7 @@ impl Bfq {
             .is_some_and(|t| now <= t.saturating_add(BURST_INTERVAL));
         if !running || g != self.burst.group {
             for old in std::mem::take(&mut self.burst.list) {
-                if let Some(o) = self.queues.get_mut(old.slot()) {
+                if let Some(o) = self.queues.get_mut(old.slot()).and_then(Option::as_mut) {
                     o.burst.in_list = false;
                 }
             }
@@ -81,7 +81,7 @@ impl Bfq {
             } else if self.burst.size >= LARGE_BURST_THRESH {
                 self.burst.large = true;
                 for old in std::mem::take(&mut self.burst.list) {
-                    if let Some(o) = self.queues.get_mut(old.slot()) {
+                    if let Some(o) = self.queues.get_mut(old.slot()).and_then(Option::as_mut) {
                         o.burst.in_list = false;
                         o.burst.in_large_burst = true;
                     }

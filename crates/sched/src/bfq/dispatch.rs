@@ -20,7 +20,9 @@ impl Bfq {
         {
             let (bm, pen) = (self.p.back_seek_max, self.p.back_seek_penalty);
             let store = &self.store;
-            let qq = &mut self.queues[q.slot()];
+            let Some(Some(qq)) = self.queues.get_mut(q.slot()) else {
+                unreachable!("bfq: {q:?} is not a live queue")
+            };
             qq.rqs.remove(slot, rq.sector, store, bm, pen);
         }
         self.queued = self
@@ -43,7 +45,9 @@ impl Bfq {
         if self.in_service == Some(q) && !self.q(q).fifo_checked && !self.q(q).rqs.is_empty() {
             self.qm(q).fifo_checked = true;
             let store = &self.store;
-            let qq = &mut self.queues[q.slot()];
+            let Some(Some(qq)) = self.queues.get_mut(q.slot()) else {
+                unreachable!("bfq: {q:?} is not a live queue")
+            };
             if let Some(h) = qq.rqs.expired_head(store, q, now) {
                 qq.rqs.next = Some(h);
             }

@@ -43,8 +43,8 @@ impl SdId {
 }
 
 impl QueueId {
-    /// The queue at position `index` of the policy's queue vector (queues are reused in place, so a queue's
-    /// generation is always 0 and liveness is the queue's own `live` flag).
+    /// The queue at position `index` of the policy's queue vector (a freed position is reused in place, so a
+    /// queue's generation is always 0; a freed queue's position holds `None`).
     pub fn at(index: usize) -> QueueId {
         QueueId::from_parts(u32::try_from(index).expect("more than u32::MAX queues"), 0)
     }
@@ -52,12 +52,5 @@ impl QueueId {
     /// Position in the queue vector.
     pub fn slot(self) -> usize {
         self.index() as usize
-    }
-}
-
-impl Default for EntityId {
-    /// Entity slot 0, generation 0: only the placeholder of a freed queue, which nothing reads.
-    fn default() -> Self {
-        EntityId::from_parts(0, 0)
     }
 }

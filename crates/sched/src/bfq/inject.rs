@@ -80,10 +80,10 @@ pub struct DeviceInject {
 
 impl Bfq {
     fn can_inject_from(&self, c: QueueId, in_service: QueueId, only_raised: bool) -> bool {
-        let Some(cq) = self.queues.get(c.slot()) else {
+        let Some(Some(cq)) = self.queues.get(c.slot()) else {
             return false;
         };
-        if !cq.live || !cq.busy || c == in_service || cq.class == IoClass::Idle {
+        if !cq.busy || c == in_service || cq.class == IoClass::Idle {
             return false;
         }
         let Some(slot) = cq.rqs.next else { return false };
@@ -274,7 +274,9 @@ mod tests {
         );
         let slot = b.store.alloc(rq, q, 0);
         let store = &b.store;
-        b.queues[q.slot()].rqs.add(slot, store, 0, 0, 1);
+        if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
+            qq.rqs.add(slot, store, 0, 0, 1);
+        }
         b.qm(q).busy = true;
         q
     }

@@ -25,8 +25,7 @@ impl Bfq {
             .queues
             .iter()
             .enumerate()
-            .filter(|(_, q)| q.live)
-            .map(|(i, q)| (QueueId::at(i), q))
+            .filter_map(|(i, q)| q.as_ref().map(|q| (QueueId::at(i), q)))
             .collect();
         // Busy counters (`bfq_add_bfqq_busy` / `bfq_del_bfqq_busy`).
         let busy = live.iter().filter(|(_, q)| q.busy).count();

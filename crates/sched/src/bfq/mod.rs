@@ -121,10 +121,8 @@ pub(crate) struct Group {
 }
 
 /// One BFQ queue (the kernel's `bfq_queue`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct Queue {
-    /// The slot holds a queue in use; false once freed (the slot is then reused by the next new queue).
-    pub(crate) live: bool,
     /// The queue's scheduling entity in the [`Wf2q`].
     pub(crate) entity: EntityId,
     /// Index of the queue's group in [`Bfq::groups`].
@@ -205,8 +203,8 @@ pub struct Bfq {
     pub(crate) queue_depth: u32,
     /// The B-WF2Q+ engine.
     pub(crate) wf: Wf2q,
-    /// Queues, indexed by [`QueueId::slot`]; freed slots are reused last-freed-first.
-    pub(crate) queues: Vec<Queue>,
+    /// Queues, indexed by [`QueueId::slot`]; `None` once freed, and freed slots are reused last-freed-first.
+    pub(crate) queues: Vec<Option<Queue>>,
     /// Freed queue slots (positions in `queues`), reused last-freed-first.
     free_queues: Vec<usize>,
     /// Flows by flow id.

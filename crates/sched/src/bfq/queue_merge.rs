@@ -58,9 +58,7 @@ impl Bfq {
 
     fn may_cooperate(&self, a: QueueId, b: QueueId) -> bool {
         let (qa, qb) = (self.q(a), self.q(b));
-        qa.live
-            && qb.live
-            && a != b
+        a != b
             && qa.group == qb.group
             && qa.class == qb.class
             && qa.sync
@@ -209,7 +207,7 @@ impl Bfq {
     /// Keeps `q`'s entry in its group's position tree in step with its next request.
     pub(crate) fn pos_update(&mut self, q: QueueId) {
         let qq = self.q(q);
-        let want = if qq.live && qq.busy && qq.sync && self.eqm_enabled() {
+        let want = if qq.busy && qq.sync && self.eqm_enabled() {
             qq.rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.sector)
         } else {
             None

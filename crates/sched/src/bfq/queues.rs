@@ -1,7 +1,10 @@
 //! Queues: lookup and creation of a flow's sync queue and of the shared async queues (`bfq_get_queue`,
 //! `bfq_get_bfqq_handle_split`), groups, and freeing a queue nobody uses any more (`bfq_put_queue`).
 
+use super::fifo::QueueRqs;
+use super::idling::ThinkTime;
 use super::ids::{QueueId, SdId};
+use super::queue_merge::QueueMerge;
 use super::wf2q::Owner;
 use super::{burst, inject, weight_raising, Bfq, FlowCtx, Group, Queue, ASYNC_QUEUES, DEFAULT_GROUP_WEIGHT};
 use super::{Expiration, MAX_WEIGHT, WEIGHT_CONVERSION_COEFF};
@@ -53,7 +56,7 @@ impl Bfq {
 
     pub(crate) fn new_queue(&mut self, group: u32, info: &FlowInfo, sync: bool, now: Time) -> QueueId {
         let qi = QueueId::at(self.free_queues.pop().unwrap_or_else(|| {
-            self.queues.push(Queue::default());
+            self.queues.push(None);
             self.queues.len() - 1
         }));
         let weight = Self::flow_weight(info);
@@ -64,24 +67,40 @@ impl Bfq {
         let max_budget = self.budgets.new_queue_max();
         self.wf.set_budget(e, max_budget);
         let q = Queue {
-            live: true,
             entity: e,
             group,
             class: info.class,
             orig_weight: weight,
             sync,
             refs: 0,
+            rqs: QueueRqs::default(),
+            dispatched: 0,
+            busy: false,
             max_budget,
+            budget_timeout: 0,
+            slot_start: 0,
+            fifo_checked: false,
+            wait_request: false,
+            non_blocking_wait_rq: false,
             io_bound: true,
+            requests_within_timer: 0,
+            ttime: ThinkTime::default(),
             has_short_ttime: sync,
             seek_history: 1,
+            last_request_pos: 0,
+            last_end_request: None,
+            became_idle_at: None,
+            last_arrival: None,
+            weight_counted: None,
+            pending_counted: false,
+            pos_key: None,
             wr: weight_raising::WrState::new(now),
             burst: burst::QueueBurst::new(now),
+            merge: QueueMerge::default(),
             inject: inject::QueueInject::new(now),
-            ..Queue::default()
         };
         if let Some(slot) = self.queues.get_mut(qi.slot()) {
-            *slot = q;
+            *slot = Some(q);
         }
         qi
     }
@@ -131,17 +150,27 @@ impl Bfq {
         q
     }
 
+    /// The live queue `q`; panics if it was freed (a stale id is a bug in the caller).
+    #[track_caller]
     pub(crate) fn q(&self, q: QueueId) -> &Queue {
-        &self.queues[q.slot()]
+        match self.queues.get(q.slot()) {
+            Some(Some(x)) => x,
+            _ => panic!("bfq: {q:?} is not a live queue"),
+        }
     }
 
+    /// The live queue `q`, mutably; panics if it was freed.
+    #[track_caller]
     pub(crate) fn qm(&mut self, q: QueueId) -> &mut Queue {
-        &mut self.queues[q.slot()]
+        match self.queues.get_mut(q.slot()) {
+            Some(Some(x)) => x,
+            _ => panic!("bfq: {q:?} is not a live queue"),
+        }
     }
 
     /// True if `q` names a live queue.
     pub(crate) fn is_live(&self, q: QueueId) -> bool {
-        self.queues.get(q.slot()).is_some_and(|x| x.live)
+        self.queues.get(q.slot()).is_some_and(Option::is_some)
     }
 
     pub(crate) fn raised(&self, q: QueueId) -> bool {
@@ -150,8 +179,11 @@ impl Bfq {
 
     /// Frees a queue nobody uses any more: no flow refers to it and it holds no request.
     pub(crate) fn maybe_free(&mut self, q: QueueId) {
+        if !self.is_live(q) {
+            return;
+        }
         let qq = self.q(q);
-        if !qq.live || qq.refs > 0 || qq.busy || qq.dispatched > 0 || !qq.rqs.is_empty() || self.in_service == Some(q) {
+        if qq.refs > 0 || qq.busy || qq.dispatched > 0 || !qq.rqs.is_empty() || self.in_service == Some(q) {
             return;
         }
         let e = qq.entity;
@@ -159,7 +191,7 @@ impl Bfq {
         self.sync_counters(q);
         self.burst_forget(q);
         self.wf.free_entity(e);
-        self.queues[q.slot()] = Queue::default();
+        self.queues[q.slot()] = None;
         self.free_queues.push(q.slot());
     }
 
