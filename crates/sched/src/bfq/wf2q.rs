@@ -219,6 +219,7 @@ pub struct Wf2q {
     sds: Vec<SchedData>,
     /// Treap node of each entity slot, indexed by the entity's raw slot index.
     nodes: Vec<Node>,
+    /// Counter mixed with the slot index into each inserted node's treap priority (deterministic).
     seed: u32,
 }
 
