@@ -1,5 +1,5 @@
 //! Budgets: the autotuned maximum, the minimum, service charging, and the feedback applied at every expiration
-//! (`schedulers.md` §1.3).
+//! (`bfq_calc_max_budget`, `__bfq_bfqq_recalc_budget`, `bfq_bfqq_charge_time`; docs/SCHEDULERS.md, BFQ).
 
 use crate::types::{Time, MS};
 
@@ -174,7 +174,8 @@ pub fn time_charge(delta: Time, timeout: Time, max_budget: u64, service: u64) ->
 /// a slow inner zone that served more than half of `max_budget`) is charged only the sectors it received. With
 /// the current rule (`min(delta, timeout)`), such a queue would be charged a full `max_budget` whenever it used
 /// less than 2/3 of its budget, and a 2x zone difference breaks sector fairness (measured 1.25:2 instead of 2:2
-/// in `tests::weighted_shares_independent_of_zones`), contradicting the ZBR-independence claim (§7.3).
+/// in `tests::weighted_shares_independent_of_zones`), contradicting BFQ's claim that its sector fairness does
+/// not depend on the zone (docs/SCHEDULERS.md, BFQ).
 pub fn time_charge_within_timeout(delta: Time, timeout: Time, max_budget: u64, service: u64) -> u64 {
     if delta == 0 || delta >= timeout {
         service

@@ -1,6 +1,8 @@
-//! Large-burst detection (`schedulers.md` §1.8): many queues created close together (a `make -j`, a service
-//! manager starting daemons) are not interactive applications, so they must not be weight-raised.
+//! Large-burst detection (`bfq_handle_burst`, `bfq_add_to_burst`, `bfq_reset_burst_list`): many queues created close
+//! together (a `make -j`, a service manager starting daemons) are not interactive applications, so they must not be
+//! weight-raised.
 
+use super::ids::QueueId;
 use super::Bfq;
 use crate::types::{Time, MS, SEC};
 
@@ -17,7 +19,7 @@ pub const BURST_CLEAR_IDLE: Time = 10 * SEC;
 #[derive(Debug, Clone, Default)]
 pub struct BurstState {
     /// Queues in the current burst, while it is not yet large.
-    pub list: Vec<u32>,
+    pub list: Vec<QueueId>,
     /// Queues in the current burst.
     pub size: usize,
     /// The current burst is large.
@@ -52,7 +54,7 @@ impl QueueBurst {
 
 impl Bfq {
     /// `bfq_handle_burst` for a just-created sync queue.
-    pub(crate) fn burst_on_new_queue(&mut self, q: u32, now: Time) {
+    pub(crate) fn burst_on_new_queue(&mut self, q: QueueId, now: Time) {
         if !self.p.low_latency || self.q(q).burst.in_large_burst {
             return;
         }
@@ -63,7 +65,7 @@ impl Bfq {
             .is_some_and(|t| now <= t.saturating_add(BURST_INTERVAL));
         if !running || g != self.burst.group {
             for old in std::mem::take(&mut self.burst.list) {
-                if let Some(o) = self.queues.get_mut(old as usize) {
+                if let Some(o) = self.queues.get_mut(old.slot()).and_then(Option::as_mut) {
                     o.burst.in_list = false;
                 }
             }
@@ -79,7 +81,7 @@ impl Bfq {
             } else if self.burst.size >= LARGE_BURST_THRESH {
                 self.burst.large = true;
                 for old in std::mem::take(&mut self.burst.list) {
-                    if let Some(o) = self.queues.get_mut(old as usize) {
+                    if let Some(o) = self.queues.get_mut(old.slot()).and_then(Option::as_mut) {
                         o.burst.in_list = false;
                         o.burst.in_large_burst = true;
                     }
@@ -94,7 +96,7 @@ impl Bfq {
     }
 
     /// A queue idle for [`BURST_CLEAR_IDLE`] leaves its large burst.
-    pub(crate) fn burst_maybe_clear(&mut self, q: u32, now: Time) {
+    pub(crate) fn burst_maybe_clear(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
         if qq.burst.in_large_burst
             && qq
@@ -106,10 +108,91 @@ impl Bfq {
     }
 
     /// A queue is freed: drop it from the burst list.
-    pub(crate) fn burst_forget(&mut self, q: u32) {
+    pub(crate) fn burst_forget(&mut self, q: QueueId) {
         if self.q(q).burst.in_list {
             self.burst.list.retain(|&x| x != q);
             self.qm(q).burst.in_list = false;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ids::QueueId;
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{FlowId, FlowInfo};
+
+    fn new_sync_queue(b: &mut Bfq, flow: u32, now: Time) -> QueueId {
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(flow)), true, now);
+        b.burst_on_new_queue(q, now);
+        q
+    }
+
+    // Queues created less than 180 ms apart join one burst; the list grows until the eighth makes the burst
+    // large, at which point every member is flagged and the list is emptied; later members are flagged at once.
+    #[test]
+    fn burst_grows_within_the_interval_and_turns_large_at_the_threshold() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let mut qs = Vec::new();
+        for i in 0..LARGE_BURST_THRESH - 1 {
+            qs.push(new_sync_queue(&mut b, i as u32, i as Time * 170 * MS));
+        }
+        assert_eq!(b.burst.list, qs);
+        assert_eq!(b.burst.size, LARGE_BURST_THRESH - 1);
+        assert!(!b.burst.large);
+        assert!(qs.iter().all(|&q| b.q(q).burst.in_list && !b.q(q).burst.in_large_burst));
+        let t = (LARGE_BURST_THRESH - 1) as Time * 170 * MS;
+        let eighth = new_sync_queue(&mut b, 100, t);
+        qs.push(eighth);
+        assert!(b.burst.large);
+        assert!(b.burst.list.is_empty());
+        assert!(qs.iter().all(|&q| b.q(q).burst.in_large_burst && !b.q(q).burst.in_list));
+        let ninth = new_sync_queue(&mut b, 101, t + 100 * MS);
+        assert!(b.q(ninth).burst.in_large_burst);
+        assert_eq!(b.burst.size, LARGE_BURST_THRESH + 1);
+    }
+
+    // A queue created more than 180 ms after the previous one starts a new burst of one.
+    #[test]
+    fn a_gap_longer_than_the_interval_starts_a_new_burst() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        for i in 0..3 {
+            new_sync_queue(&mut b, i, Time::from(i) * 10 * MS);
+        }
+        assert_eq!(b.burst.size, 3);
+        let late = new_sync_queue(&mut b, 9, 20 * MS + BURST_INTERVAL + 1);
+        assert_eq!(b.burst.list, vec![late]);
+        assert_eq!(b.burst.size, 1);
+    }
+
+    // Without low_latency nothing is tracked.
+    #[test]
+    fn no_tracking_without_low_latency() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for i in 0..10 {
+            new_sync_queue(&mut b, i, Time::from(i) * MS);
+        }
+        assert!(b.burst.list.is_empty());
+        assert_eq!(b.burst.size, 0);
+    }
+
+    // A member of a large burst leaves it only after being idle for more than 10 s; a freed queue leaves the list.
+    #[test]
+    fn large_burst_flag_clears_after_ten_idle_seconds_and_freed_queues_leave_the_list() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let q = new_sync_queue(&mut b, 1, 0);
+        b.qm(q).burst.in_large_burst = true;
+        b.qm(q).became_idle_at = Some(SEC);
+        b.burst_maybe_clear(q, SEC + BURST_CLEAR_IDLE);
+        assert!(b.q(q).burst.in_large_burst, "exactly 10 s is not more than 10 s");
+        b.burst_maybe_clear(q, SEC + BURST_CLEAR_IDLE + 1);
+        assert!(!b.q(q).burst.in_large_burst);
+        let r = new_sync_queue(&mut b, 2, SEC + BURST_CLEAR_IDLE + 2);
+        assert_eq!(b.burst.list, vec![r]);
+        b.burst_forget(r);
+        assert!(b.burst.list.is_empty());
+        assert!(!b.q(r).burst.in_list);
     }
 }

@@ -1,79 +1,93 @@
-//! Requests inside one BFQ queue (`schedulers.md` §1.1, §1.9): a sector-sorted set, a FIFO with per-request
-//! deadlines that is consulted at most once per service slot, and the choice of the next request by a one-way
-//! elevator with a penalised short backward seek.
+//! Requests inside one BFQ queue (`bfq_add_request`, `bfq_check_fifo`, `bfq_choose_req`; docs/SCHEDULERS.md, BFQ): a
+//! sector-sorted set, a FIFO with per-request deadlines that is consulted at most once per service slot, and the choice
+//! of the next request by a one-way elevator with a penalised short backward seek.
 
-use crate::merge::MergeIndex;
+use super::ids::{QueueId, SlotId};
+use crate::merge::{absorb, MergeIndex, MergeKind};
+use crate::slab::{Slab, SlabKey};
 use crate::types::{Request, Time};
 use std::collections::{BTreeSet, VecDeque};
 
 /// One stored request.
 #[derive(Debug, Clone)]
 pub struct Slot {
-    /// The request, `None` when the slot is free.
-    pub rq: Option<Request>,
-    /// Index of the queue holding it.
-    pub queue: u32,
+    /// The request.
+    pub rq: Request,
+    /// The queue holding it.
+    pub queue: QueueId,
     /// FIFO deadline (ns).
     pub fifo_time: Time,
-    /// Incremented each time the slot is reused, so stale FIFO entries can be recognised.
-    pub gen: u32,
 }
 
 /// All queued requests of the policy, in reusable slots, with the merge index over them.
 #[derive(Debug, Clone, Default)]
 pub struct Store {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    /// Back/front merge lookup; handles are slot indices.
+    slots: Slab<SlotId, Slot>,
+    /// Back/front merge lookup; handles are raw slot indices ([`SlotId`]'s index).
     pub index: MergeIndex,
 }
 
 impl Store {
     /// Stores `rq` for `queue` with deadline `fifo_time`; returns its slot.
-    pub fn alloc(&mut self, rq: Request, queue: u32, fifo_time: Time) -> u32 {
-        if let Some(i) = self.free.pop() {
-            if let Some(s) = self.slots.get_mut(i as usize) {
-                s.gen = s.gen.wrapping_add(1);
-                s.queue = queue;
-                s.fifo_time = fifo_time;
-                self.index.add(u64::from(i), &rq);
-                s.rq = Some(rq);
-                return i;
-            }
-        }
-        let i = self.slots.len() as u32;
-        self.index.add(u64::from(i), &rq);
-        self.slots.push(Slot {
-            rq: Some(rq),
-            queue,
-            fifo_time,
-            gen: 0,
-        });
-        i
+    pub fn alloc(&mut self, rq: Request, queue: QueueId, fifo_time: Time) -> SlotId {
+        let id = self.slots.insert(Slot { rq, queue, fifo_time });
+        self.index.add(u64::from(id.index()), &self.slots[id].rq);
+        id
     }
 
     /// Takes the request out of slot `i`, freeing the slot.
-    pub fn take(&mut self, i: u32) -> Option<Request> {
-        let s = self.slots.get_mut(i as usize)?;
-        let rq = s.rq.take()?;
-        self.index.remove(u64::from(i), &rq);
-        self.free.push(i);
-        Some(rq)
+    pub fn take(&mut self, i: SlotId) -> Option<Request> {
+        let s = self.slots.remove(i)?;
+        self.index.remove(u64::from(i.index()), &s.rq);
+        Some(s.rq)
     }
 
-    /// The slot `i`.
-    pub fn slot(&self, i: u32) -> Option<&Slot> {
-        self.slots.get(i as usize)
+    /// The slot `i`, if it still holds the request it was issued for.
+    pub fn slot(&self, i: SlotId) -> Option<&Slot> {
+        self.slots.get(i)
+    }
+
+    /// The live slot with raw index `h` (a merge-index handle) and its key.
+    pub fn at_handle(&self, h: u64) -> Option<(SlotId, &Slot)> {
+        let k = self.slots.key_at(u32::try_from(h).ok()?)?;
+        Some((k, &self.slots[k]))
     }
 
     /// The request in slot `i`.
-    pub fn rq(&self, i: u32) -> Option<&Request> {
-        self.slots.get(i as usize)?.rq.as_ref()
+    pub fn rq(&self, i: SlotId) -> Option<&Request> {
+        self.slots.get(i).map(|s| &s.rq)
     }
 
-    /// The slot `i`, mutably.
-    pub fn slot_mut(&mut self, i: u32) -> Option<&mut Slot> {
-        self.slots.get_mut(i as usize)
+    /// Merges `rq` into the request in slot `i` (`kind` says which end), keeping the merge index in step;
+    /// returns the stored request's (old, new) start sector, or `None` if the slot is stale.
+    pub fn merge_into(&mut self, i: SlotId, rq: Request, kind: MergeKind) -> Option<(u64, u64)> {
+        let s = self.slots.get_mut(i)?;
+        let h = u64::from(i.index());
+        self.index.remove(h, &s.rq);
+        let old = s.rq.sector;
+        absorb(&mut s.rq, rq, kind);
+        self.index.add(h, &s.rq);
+        Some((old, s.rq.sector))
+    }
+
+    /// Number of stored requests.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True if no request is stored.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Stored requests with their slots, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (SlotId, &Slot)> + '_ {
+        self.slots.iter()
+    }
+
+    /// The slab's own bookkeeping (see [`Slab::check_invariants`]).
+    pub fn check_slab(&self) -> Result<(), String> {
+        self.slots.check_invariants()
     }
 }
 
@@ -138,11 +152,11 @@ pub fn choose_first(a: Cand, b: Cand, last: u64, back_max: u64, penalty: u64) ->
 #[derive(Debug, Clone, Default)]
 pub struct QueueRqs {
     /// (sector, slot), sector-sorted.
-    pub sort: BTreeSet<(u64, u32)>,
-    /// (slot, generation) in arrival order; entries of dispatched requests are dropped lazily.
-    pub fifo: VecDeque<(u32, u32)>,
+    pub sort: BTreeSet<(u64, SlotId)>,
+    /// Slots in arrival order; entries of dispatched requests (stale keys) are dropped lazily.
+    pub fifo: VecDeque<SlotId>,
     /// The request to serve next.
-    pub next: Option<u32>,
+    pub next: Option<SlotId>,
 }
 
 impl QueueRqs {
@@ -157,12 +171,12 @@ impl QueueRqs {
     }
 
     /// Adds the request in `slot`; it becomes `next` if the elevator prefers it to the current one.
-    pub fn add(&mut self, slot: u32, store: &Store, last: u64, back_max: u64, penalty: u64) {
-        let (Some(rq), Some(s)) = (store.rq(slot), store.slot(slot)) else {
+    pub fn add(&mut self, slot: SlotId, store: &Store, last: u64, back_max: u64, penalty: u64) {
+        let Some(rq) = store.rq(slot) else {
             return;
         };
         self.sort.insert((rq.sector, slot));
-        self.fifo.push_back((slot, s.gen));
+        self.fifo.push_back(slot);
         self.next = match self.next.and_then(|n| store.rq(n).map(|r| (n, r))) {
             Some((n, cur)) if !choose_first(Cand::of(rq), Cand::of(cur), last, back_max, penalty) => Some(n),
             _ => Some(slot),
@@ -171,7 +185,7 @@ impl QueueRqs {
 
     /// Removes the request in `slot` (whose sector is `sector`) and, if it was `next`, picks the new `next`
     /// between its sector-order neighbours.
-    pub fn remove(&mut self, slot: u32, sector: u64, store: &Store, back_max: u64, penalty: u64) {
+    pub fn remove(&mut self, slot: SlotId, sector: u64, store: &Store, back_max: u64, penalty: u64) {
         self.sort.remove(&(sector, slot));
         if self.sort.is_empty() {
             self.fifo.clear();
@@ -209,17 +223,17 @@ impl QueueRqs {
     }
 
     /// Moves `slot` in the sorted set after a front merge changed its start sector.
-    pub fn resort(&mut self, slot: u32, old_sector: u64, new_sector: u64) {
+    pub fn resort(&mut self, slot: SlotId, old_sector: u64, new_sector: u64) {
         if self.sort.remove(&(old_sector, slot)) {
             self.sort.insert((new_sector, slot));
         }
     }
 
     /// The oldest queued request if its deadline has passed at `now` (stale entries are dropped).
-    pub fn expired_head(&mut self, store: &Store, queue: u32, now: Time) -> Option<u32> {
-        while let Some(&(slot, gen)) = self.fifo.front() {
+    pub fn expired_head(&mut self, store: &Store, queue: QueueId, now: Time) -> Option<SlotId> {
+        while let Some(&slot) = self.fifo.front() {
             match store.slot(slot) {
-                Some(s) if s.gen == gen && s.queue == queue && s.rq.is_some() => {
+                Some(s) if s.queue == queue => {
                     return (now >= s.fifo_time).then_some(slot);
                 }
                 _ => {
@@ -235,6 +249,10 @@ impl QueueRqs {
 mod tests {
     use super::*;
     use crate::types::{Direction, FlowId, RequestId};
+
+    fn q0() -> QueueId {
+        QueueId::from_parts(0, 0)
+    }
 
     fn c(sector: u64) -> Cand {
         Cand {
@@ -284,25 +302,25 @@ mod tests {
     fn next_and_fifo() {
         let mut st = Store::default();
         let mut q = QueueRqs::default();
-        let s1 = st.alloc(rq(1, 5000), 0, 100);
+        let s1 = st.alloc(rq(1, 5000), q0(), 100);
         q.add(s1, &st, 0, 32768, 2);
-        let s2 = st.alloc(rq(2, 1000), 0, 200);
+        let s2 = st.alloc(rq(2, 1000), q0(), 200);
         q.add(s2, &st, 0, 32768, 2);
-        let s3 = st.alloc(rq(3, 3000), 0, 300);
+        let s3 = st.alloc(rq(3, 3000), q0(), 300);
         q.add(s3, &st, 0, 32768, 2);
         assert_eq!(q.next, Some(s2), "closest forward from 0");
         q.remove(s2, 1000, &st, 32768, 2);
         st.take(s2);
         assert_eq!(q.next, Some(s3));
-        assert_eq!(q.expired_head(&st, 0, 99), None);
-        assert_eq!(q.expired_head(&st, 0, 100), Some(s1));
+        assert_eq!(q.expired_head(&st, q0(), 99), None);
+        assert_eq!(q.expired_head(&st, q0(), 100), Some(s1));
         q.remove(s1, 5000, &st, 32768, 2);
         st.take(s1);
         assert_eq!(
-            q.expired_head(&st, 0, 250),
+            q.expired_head(&st, q0(), 250),
             None,
             "the stale entry of 2 is skipped; 3 expires at 300"
         );
-        assert_eq!(q.expired_head(&st, 0, 300), Some(s3));
+        assert_eq!(q.expired_head(&st, q0(), 300), Some(s3));
     }
 }

@@ -1,5 +1,6 @@
-//! Device idling (`schedulers.md` §1.5): think time, seekiness, NCQ detection, the decision to idle, and the idle
-//! timer's length.
+//! Device idling (`bfq_better_to_idle`, `idling_needed_for_service_guarantees`, `bfq_update_io_thinktime`,
+//! `bfq_update_hw_tag`; docs/SCHEDULERS.md, BFQ): think time, seekiness, NCQ detection, the decision to idle, and the
+//! idle timer's length.
 
 use crate::types::{Time, MS};
 

@@ -1,9 +1,11 @@
-//! Injection while idling (`schedulers.md` §1.10): while the in-service queue is plugged (empty, waiting for its
-//! process), other queues' requests may be sent to the device, as long as that does not slow the in-service
-//! queue's own requests down. `inject_limit` (requests in the device) adapts to what is measured.
+//! Injection while idling (`bfq_choose_bfqq_for_injection`, `bfq_update_inject_limit`, `bfq_check_waker`): while the
+//! in-service queue is plugged (empty, waiting for its process), other queues' requests may be sent to the device, as
+//! long as that does not slow the in-service queue's own requests down. `inject_limit` (requests in the device) adapts
+//! to what is measured.
 
 use super::idling::boosts_throughput;
-use super::{Bfq, NONE};
+use super::ids::QueueId;
+use super::Bfq;
 use crate::types::{IoClass, Request, Time, SEC, US};
 
 /// A queue whose new I/O follows another queue's completion within this time (ns) may have been woken by it:
@@ -37,10 +39,10 @@ pub struct QueueInject {
     pub last_serv_time: Time,
     /// Last reset or decrease of the limit (ns).
     pub decrease_time: Time,
-    /// Detected waker queue, or [`NONE`].
-    pub waker: u32,
-    /// Candidate waker and its consecutive hits.
-    pub waker_candidate: u32,
+    /// Detected waker queue.
+    pub waker: Option<QueueId>,
+    /// Candidate waker.
+    pub waker_candidate: Option<QueueId>,
     /// Hits of the candidate.
     pub waker_hits: u32,
 }
@@ -52,8 +54,8 @@ impl QueueInject {
             limit: 0,
             last_serv_time: 0,
             decrease_time: now,
-            waker: NONE,
-            waker_candidate: NONE,
+            waker: None,
+            waker_candidate: None,
             waker_hits: 0,
         }
     }
@@ -69,7 +71,7 @@ pub struct DeviceInject {
     /// The in-service queue's first request after a hole: (request id, dispatch time, ran alone).
     pub waited: Option<(u64, Time, bool)>,
     /// Queue of the last completion, and its time.
-    pub last_completed: Option<(u32, Time)>,
+    pub last_completed: Option<(QueueId, Time)>,
     /// Rotating start of the scan over queues.
     pub cursor: usize,
     /// Requests injected so far.
@@ -77,11 +79,11 @@ pub struct DeviceInject {
 }
 
 impl Bfq {
-    fn can_inject_from(&self, c: u32, in_service: u32, only_raised: bool) -> bool {
-        let Some(cq) = self.queues.get(c as usize) else {
+    fn can_inject_from(&self, c: QueueId, in_service: QueueId, only_raised: bool) -> bool {
+        let Some(Some(cq)) = self.queues.get(c.slot()) else {
             return false;
         };
-        if !cq.live || !cq.busy || c == in_service || cq.class == IoClass::Idle {
+        if !cq.busy || c == in_service || cq.class == IoClass::Idle {
             return false;
         }
         let Some(slot) = cq.rqs.next else { return false };
@@ -96,7 +98,7 @@ impl Bfq {
     }
 
     /// A queue to inject from while in-service queue `q` is plugged, or `None`.
-    pub(crate) fn injection_candidate(&mut self, q: u32, _now: Time) -> Option<u32> {
+    pub(crate) fn injection_candidate(&mut self, q: QueueId, _now: Time) -> Option<QueueId> {
         if self.p.strict_guarantees {
             return None;
         }
@@ -111,8 +113,8 @@ impl Bfq {
             };
             let a = gi
                 .and_then(|g| self.groups.get(g as usize))
-                .map_or(NONE, |g| g.async_q[idx]);
-            if a != NONE && self.can_inject_from(a, q, false) {
+                .and_then(|g| g.async_q[idx]);
+            if let Some(a) = a.filter(|&a| self.can_inject_from(a, q, false)) {
                 let next_flow = self.q(a).rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.flow.0);
                 if next_flow == Some(owner) {
                     return Some(a);
@@ -120,8 +122,7 @@ impl Bfq {
             }
         }
         // 2. The waker.
-        let w = self.q(q).inject.waker;
-        if w != NONE && self.can_inject_from(w, q, false) {
+        if let Some(w) = self.q(q).inject.waker.filter(|&w| self.can_inject_from(w, q, false)) {
             return Some(w);
         }
         // 3. Any queue, within the limit.
@@ -143,7 +144,7 @@ impl Bfq {
         }
         let start = self.inject.cursor % n;
         for i in 0..n.min(INJECT_SCAN_MAX) {
-            let c = ((start + i) % n) as u32;
+            let c = QueueId::at((start + i) % n);
             if self.can_inject_from(c, q, only_raised) {
                 self.inject.cursor = (start + i + 1) % n;
                 return Some(c);
@@ -158,7 +159,7 @@ impl Bfq {
     }
 
     /// At set-in-service: the limit is reset once a second.
-    pub(crate) fn inject_on_set_in_service(&mut self, q: u32, now: Time) {
+    pub(crate) fn inject_on_set_in_service(&mut self, q: QueueId, now: Time) {
         self.inject.injected = false;
         self.inject.waited = None;
         self.inject.hole = false;
@@ -173,8 +174,8 @@ impl Bfq {
 
     /// At a dispatch from `q`: injected requests are counted; the in-service queue's first request after a hole
     /// (a period in which it was plugged) is timed, noting whether it ran alone in the device.
-    pub(crate) fn inject_on_dispatch(&mut self, q: u32, rq: &Request, in_driver_before: u32, now: Time) {
-        if q != self.in_service {
+    pub(crate) fn inject_on_dispatch(&mut self, q: QueueId, rq: &Request, in_driver_before: u32, now: Time) {
+        if Some(q) != self.in_service {
             self.inject.injected = true;
             self.inject.count += 1;
             return;
@@ -188,7 +189,7 @@ impl Bfq {
 
     /// At the completion of the timed request: a request that ran alone gives the baseline service time; then
     /// the limit goes down if the request took at least 3/2 of the baseline, up otherwise.
-    pub(crate) fn inject_on_completion(&mut self, q: u32, rq: &Request, now: Time) {
+    pub(crate) fn inject_on_completion(&mut self, q: QueueId, rq: &Request, now: Time) {
         let Some((id, t, alone)) = self.inject.waited else {
             return;
         };
@@ -204,7 +205,10 @@ impl Bfq {
         }
         if i.last_serv_time > 0 {
             if d.saturating_mul(SLOWDOWN_DEN) >= i.last_serv_time.saturating_mul(SLOWDOWN_NUM) {
-                i.limit = i.limit.saturating_sub(1);
+                // A limit, not a counter: at 0 it stays there.
+                if i.limit > 0 {
+                    i.limit -= 1;
+                }
                 i.decrease_time = now;
             } else if i.limit < depth {
                 i.limit += 1;
@@ -213,18 +217,18 @@ impl Bfq {
     }
 
     /// The in-service queue `q` is plugged (empty and waiting): a hole starts.
-    pub(crate) fn inject_on_plug(&mut self, _q: u32) {
+    pub(crate) fn inject_on_plug(&mut self, _q: QueueId) {
         self.inject.hole = true;
     }
 
     /// Remembers the last completion for waker detection.
-    pub(crate) fn waker_on_completion(&mut self, q: u32, now: Time) {
+    pub(crate) fn waker_on_completion(&mut self, q: QueueId, now: Time) {
         self.inject.last_completed = Some((q, now));
     }
 
     /// A request arriving at an empty queue right after another queue's completion counts towards that queue
     /// being its waker.
-    pub(crate) fn waker_on_arrival(&mut self, q: u32, now: Time) {
+    pub(crate) fn waker_on_arrival(&mut self, q: QueueId, now: Time) {
         let Some((w, t)) = self.inject.last_completed else {
             return;
         };
@@ -236,14 +240,133 @@ impl Bfq {
             return;
         }
         let i = &mut self.qm(q).inject;
-        if i.waker_candidate == w {
+        if i.waker_candidate == Some(w) {
             i.waker_hits += 1;
         } else {
-            i.waker_candidate = w;
+            i.waker_candidate = Some(w);
             i.waker_hits = 1;
         }
         if i.waker_hits >= WAKER_HITS {
-            i.waker = w;
+            i.waker = Some(w);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{Direction, FlowId, FlowInfo, MS, US};
+
+    /// A live queue of `flow` in group 0 holding one request at `sector`, flagged busy (the test drives the
+    /// injection decision alone, not the busy bookkeeping).
+    fn queue_with_rq(b: &mut Bfq, flow: u32, id: u64, sector: u64, sync: bool) -> QueueId {
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(flow)), sync, 0);
+        b.qm(q).refs = 1;
+        let rq = Request::new(
+            crate::types::RequestId(id),
+            FlowId(flow),
+            Direction::Read,
+            sync,
+            sector,
+            8,
+        );
+        let slot = b.store.alloc(rq, q, 0);
+        let store = &b.store;
+        if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
+            qq.rqs.add(slot, store, 0, 0, 1);
+        }
+        b.qm(q).busy = true;
+        q
+    }
+
+    // Another queue's request is injected only within the limit of requests in the device, and never under
+    // strict guarantees or from a queue that is not busy or is of the IDLE class.
+    #[test]
+    fn injection_only_when_its_conditions_hold() {
+        for strict in [false, true] {
+            let mut b = bfq(
+                &DeviceInfo::ssd(),
+                &[if strict { "strict_guarantees=1" } else { "low_latency=1" }],
+            );
+            let s = queue_with_rq(&mut b, 1, 1, 0, true);
+            let c = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+            b.qm(s).inject.limit = 0;
+            assert_eq!(b.injection_candidate(s, 0), None, "limit 0 with nothing in the device");
+            b.qm(s).inject.limit = 1;
+            let want = (!strict).then_some(c);
+            assert_eq!(b.injection_candidate(s, 0), want, "strict={strict}");
+            b.rq_in_driver = 1;
+            assert_eq!(b.injection_candidate(s, 0), None, "limit reached");
+            b.rq_in_driver = 0;
+            b.qm(c).busy = false;
+            assert_eq!(b.injection_candidate(s, 0), None, "not busy");
+            b.qm(c).busy = true;
+            b.qm(c).class = IoClass::Idle;
+            assert_eq!(b.injection_candidate(s, 0), None, "IDLE class");
+        }
+    }
+
+    // A detected waker is injected from whatever the limit; a request whose charge exceeds the candidate's
+    // remaining budget is not.
+    #[test]
+    fn the_waker_bypasses_the_limit_but_not_the_budget() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let s = queue_with_rq(&mut b, 1, 1, 0, true);
+        let w = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        b.qm(s).inject.limit = 0;
+        b.qm(s).inject.waker = Some(w);
+        assert_eq!(b.injection_candidate(s, 0), Some(w));
+        let e = b.q(w).entity;
+        b.wf.set_budget(e, 1);
+        assert_eq!(b.injection_candidate(s, 0), None);
+    }
+
+    // A queue that receives its only request within 200 µs of another queue's completion, twice in a row, takes
+    // that queue as its waker; a later arrival does not count.
+    #[test]
+    fn a_waker_is_detected_after_two_hits_within_the_window() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let w = queue_with_rq(&mut b, 1, 1, 0, true);
+        let q = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        b.qm(q).has_short_ttime = false;
+        b.waker_on_completion(w, MS);
+        b.waker_on_arrival(q, MS + WAKER_WINDOW + 1);
+        assert_eq!(b.q(q).inject.waker_hits, 0, "outside the window");
+        b.waker_on_arrival(q, MS + WAKER_WINDOW);
+        assert_eq!((b.q(q).inject.waker_candidate, b.q(q).inject.waker), (Some(w), None));
+        b.waker_on_completion(w, 2 * MS);
+        b.waker_on_arrival(q, 2 * MS + 100 * US);
+        assert_eq!(b.q(q).inject.waker, Some(w));
+        // A queue with a short think time is woken by its own process, not another queue.
+        let r = queue_with_rq(&mut b, 3, 3, 1 << 30, true);
+        b.qm(r).has_short_ttime = true;
+        b.waker_on_arrival(r, 2 * MS + 100 * US);
+        assert_eq!(b.q(r).inject.waker_candidate, None);
+    }
+
+    // The limit adapts: the first request served alone sets the baseline; a request that took 3/2 of it or more
+    // lowers the limit, a faster one raises it, up to the device's queue depth.
+    #[test]
+    fn the_limit_follows_the_measured_slowdown() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let q = queue_with_rq(&mut b, 1, 1, 0, true);
+        let rq = b.store.rq(b.q(q).rqs.next.unwrap()).unwrap().clone();
+        let done = |b: &mut Bfq, alone: bool, took: Time, at: Time| {
+            b.inject.waited = Some((rq.id.0, at, alone));
+            b.inject_on_completion(q, &rq, at + took);
+        };
+        done(&mut b, true, 100 * US, 0);
+        assert_eq!(b.q(q).inject.last_serv_time, 100 * US);
+        assert_eq!(b.q(q).inject.limit, 1, "as fast as the baseline: up");
+        done(&mut b, false, 149 * US, MS);
+        assert_eq!(b.q(q).inject.limit, 2);
+        done(&mut b, false, 150 * US, 2 * MS);
+        assert_eq!(b.q(q).inject.limit, 1, "3/2 of the baseline: down");
+        assert_eq!(b.q(q).inject.decrease_time, 2 * MS + 150 * US);
+        b.qm(q).inject.limit = b.queue_depth;
+        done(&mut b, false, 10 * US, 3 * MS);
+        assert_eq!(b.q(q).inject.limit, b.queue_depth, "capped at the queue depth");
     }
 }

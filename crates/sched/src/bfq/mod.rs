@@ -1,13 +1,16 @@
-//! BFQ, Budget Fair Queueing (`schedulers.md` §1): one queue per process for sync I/O and shared async queues per
-//! (group, class, priority); B-WF2Q+ chooses which queue gets the device next, and the chosen queue keeps it,
-//! possibly with idling, until its budget (sectors) is used, its budget timeout passes, or it runs out of
-//! requests.
+//! BFQ, Budget Fair Queueing (the kernel's `bfq-iosched.c`; docs/SCHEDULERS.md, BFQ): one queue per process for sync
+//! I/O and shared async queues per (group, class, priority); B-WF2Q+ chooses which queue gets the device next, and the
+//! chosen queue keeps it, possibly with idling, until its budget (sectors) is used, its budget timeout passes, or it
+//! runs out of requests.
 //!
 //! Module map: [`wf2q`] the fair-queueing engine, [`budget`] budgets and expiration feedback, [`idling`] think
 //! time, seekiness, NCQ detection and the decision to idle, [`peak_rate`] the rate estimator, [`weight_raising`]
 //! the low-latency heuristics, [`burst`] large-burst detection, [`fifo`] requests inside a queue,
 //! [`queue_merge`] early queue merging and splitting, [`inject`] injection while idling, [`tunables`] sysfs
-//! tunables. This file holds the queues and the main dispatch, expiration and completion logic (§1.4–1.6).
+//! tunables, [`ids`] the typed index spaces. The event paths: `queues` (creation, lookup, freeing), `arrival`
+//! (the insert path), `slot` (choosing and starting a slot, idling, the idle timer), `dispatch` (dispatch and
+//! completion), `accounting` (charges, counters, expiration) and `depth` (tag limits). This file holds the
+//! [`Bfq`] state and the [`Scheduler`] wiring.
 //!
 //! Mapping to the [`Scheduler`] interface: a flow is a process context; its sync requests go to its own queue
 //! (or a shared one after an early merge), its async requests to the shared async queue of its (group, class,
@@ -34,6 +37,7 @@ pub mod budget;
 pub mod burst;
 pub mod fifo;
 pub mod idling;
+pub mod ids;
 pub mod inject;
 pub mod peak_rate;
 pub mod queue_merge;
@@ -41,18 +45,31 @@ pub mod tunables;
 pub mod weight_raising;
 pub mod wf2q;
 
+mod accounting;
+mod arrival;
+mod depth;
+mod dispatch;
+mod invariants;
+mod queues;
+mod slot;
+
+pub use depth::{
+    depth_limit, ASYNC_DEPTH_NUM, ASYNC_DEPTH_NUM_WR, DEPTH_DEN, SYNC_WRITE_DEPTH_NUM, SYNC_WRITE_DEPTH_NUM_WR,
+};
+
 use crate::device::DeviceInfo;
-use crate::merge::{absorb, IntMap, MergeKind};
+use crate::merge::IntMap;
 use crate::scheduler::Scheduler;
 use crate::tunables::TunableValues;
-use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS, SEC};
+use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS};
 use budget::{Budgets, Expiration};
 use fifo::{QueueRqs, Store};
-use idling::{HwTag, IdleFacts, ThinkTime};
+use idling::{HwTag, ThinkTime};
+use ids::{EntityId, QueueId, SdId};
 use peak_rate::PeakRate;
 use std::collections::{BTreeMap, BTreeSet};
 use tunables::Params;
-use wf2q::{Owner, Wf2q, NONE};
+use wf2q::Wf2q;
 
 pub use tunables::TUNABLES;
 
@@ -81,45 +98,54 @@ const ASYNC_QUEUES: usize = 2 * IOPRIO_LEVELS as usize + 1;
 /// Per-flow state (the kernel's `bfq_io_cq`).
 #[derive(Debug, Clone)]
 pub(crate) struct FlowCtx {
+    /// The flow's class, priority (0..=7), optional explicit weight (weight units) and group.
     pub(crate) info: FlowInfo,
-    /// The flow's sync queue (possibly shared after a merge), or [`NONE`].
-    pub(crate) sync_q: u32,
+    /// The flow's sync queue (possibly shared after a merge); `None` before its first sync request.
+    pub(crate) sync_q: Option<QueueId>,
     /// State saved when the flow's queue was merged, restored on split.
     pub(crate) saved: Option<queue_merge::Saved>,
 }
 
-/// Per-group state.
+/// Per-group state (the kernel's `bfq_group`).
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
-    /// Index of the group's sched data in the [`Wf2q`].
-    pub(crate) sd: u32,
-    /// Shared async queues (RT 0..8, BE 8..16, IDLE 16), [`NONE`] until used.
-    pub(crate) async_q: [u32; ASYNC_QUEUES],
-    /// Queues of the group with requests queued or in the device.
+    /// The group's scheduling data in the [`Wf2q`].
+    pub(crate) sd: SdId,
+    /// Shared async queues (RT 0..8, BE 8..16, IDLE 16), `None` until first used.
+    pub(crate) async_q: [Option<QueueId>; ASYNC_QUEUES],
+    /// Queues of the group with requests queued or in the device (queues).
     pub(crate) pending: u32,
-    /// Busy sync queues by the sector of their next request, for early queue merging.
-    pub(crate) pos: BTreeSet<(u64, u32)>,
+    /// Busy sync queues by the sector of their next request (sectors), for early queue merging (the kernel's
+    /// `pos_tree`).
+    pub(crate) pos: BTreeSet<(u64, QueueId)>,
 }
 
-/// One BFQ queue.
-#[derive(Debug, Clone, Default)]
+/// One BFQ queue (the kernel's `bfq_queue`).
+#[derive(Debug, Clone)]
 pub(crate) struct Queue {
-    pub(crate) live: bool,
-    pub(crate) entity: u32,
+    /// The queue's scheduling entity in the [`Wf2q`].
+    pub(crate) entity: EntityId,
+    /// Index of the queue's group in [`Bfq::groups`].
     pub(crate) group: u32,
+    /// I/O class (RT, BE, IDLE).
     pub(crate) class: IoClass,
+    /// Weight before raising (weight units): the flow's, or `(8 - prio) * 10`.
     pub(crate) orig_weight: u32,
+    /// Holds sync requests (a process's own queue) rather than a group's shared async ones.
     pub(crate) sync: bool,
-    /// Flows using this queue as their sync queue.
+    /// References (flows using this queue as their sync queue, or 1 for a shared async queue); the queue is
+    /// freed when none is left and it holds no request.
     pub(crate) refs: u32,
+    /// The queued requests: sorted set, FIFO and next request.
     pub(crate) rqs: QueueRqs,
-    /// Requests of this queue in the device.
+    /// Requests of this queue in the device (requests).
     pub(crate) dispatched: u32,
     /// On the scheduler (backlogged, or kept for guarantees after a preemption).
     pub(crate) busy: bool,
     /// The queue's own maximum budget (sectors).
     pub(crate) max_budget: u64,
-    /// Budget timeout of the current slot (ns); also "became idle at" while not busy (§1.3 step 4).
+    /// Budget timeout of the current slot (ns); set to the time the queue emptied while it is not busy with no
+    /// request in the device (as `bfq_del_bfqq_busy` does).
     pub(crate) budget_timeout: Time,
     /// Start of the current slot (ns).
     pub(crate) slot_start: Time,
@@ -127,14 +153,21 @@ pub(crate) struct Queue {
     pub(crate) fifo_checked: bool,
     /// Idle timer armed for this queue.
     pub(crate) wait_request: bool,
-    /// Expired empty with budget left: may continue its slot (§1.6).
+    /// Expired empty with budget left: may continue its slot when it comes back in time
+    /// (`bfq_bfqq_non_blocking_wait_rq`).
     pub(crate) non_blocking_wait_rq: bool,
+    /// The queue uses its budgets (cleared by a too-idle expiration that used little of it): idling for it is
+    /// worth it.
     pub(crate) io_bound: bool,
+    /// Consecutive in-time arrivals since it lost `io_bound` (requests); [`REQUESTS_WITHIN_TIMER`] restore it.
     pub(crate) requests_within_timer: u32,
+    /// Think-time statistics (ns).
     pub(crate) ttime: ThinkTime,
+    /// Mean think time below `slice_idle` (or too few samples to tell).
     pub(crate) has_short_ttime: bool,
+    /// Seekiness of the last 32 requests, one bit each (1 = seeky).
     pub(crate) seek_history: u32,
-    /// End sector of the last enqueued request.
+    /// End sector of the last enqueued request (sectors).
     pub(crate) last_request_pos: u64,
     /// Last completion of a request of this queue (ns), `None` before any.
     pub(crate) last_end_request: Option<Time>,
@@ -142,53 +175,82 @@ pub(crate) struct Queue {
     pub(crate) became_idle_at: Option<Time>,
     /// Last arrival (ns), for async raising.
     pub(crate) last_arrival: Option<Time>,
-    /// Weight currently counted in the weights map (non-raised queues with pending requests).
+    /// Weight currently counted in [`Bfq::weights`] (weight units; non-raised queues with pending requests).
     pub(crate) weight_counted: Option<u32>,
+    /// Counted in its group's [`Group::pending`].
     pub(crate) pending_counted: bool,
+    /// Sector (sectors) under which the queue is filed in its group's [`Group::pos`], if it is.
     pub(crate) pos_key: Option<u64>,
+    /// Weight-raising state.
     pub(crate) wr: weight_raising::WrState,
+    /// Burst-detection flags.
     pub(crate) burst: burst::QueueBurst,
+    /// Early-merge state.
     pub(crate) merge: queue_merge::QueueMerge,
+    /// Injection state (as the in-service queue).
     pub(crate) inject: inject::QueueInject,
 }
 
-/// The BFQ policy.
+/// The BFQ policy (the kernel's `bfq_data`).
 pub struct Bfq {
+    /// Tunables, in internal units (ns, sectors).
     pub(crate) p: Params,
+    /// The device is rotational.
     pub(crate) rotational: bool,
+    /// Largest request the device accepts (sectors), the bound for request merging.
     pub(crate) max_sectors: u32,
+    /// Device queue depth (requests), the bound of the injection limit.
     pub(crate) queue_depth: u32,
+    /// The B-WF2Q+ engine.
     pub(crate) wf: Wf2q,
-    pub(crate) queues: Vec<Queue>,
-    free_queues: Vec<u32>,
+    /// Queues, indexed by [`QueueId::slot`]; `None` once freed, and freed slots are reused last-freed-first.
+    pub(crate) queues: Vec<Option<Queue>>,
+    /// Freed queue slots (positions in `queues`), reused last-freed-first.
+    free_queues: Vec<usize>,
+    /// Flows by flow id.
     pub(crate) flows: IntMap<u32, FlowCtx>,
+    /// Groups; index 0 is the root.
     pub(crate) groups: Vec<Group>,
+    /// Group id → index in `groups`.
     group_index: IntMap<u32, u32>,
+    /// Queued requests and the merge index over them.
     pub(crate) store: Store,
     /// Dispatched requests not yet completed: request id → queue.
-    in_flight: IntMap<u64, u32>,
-    pub(crate) in_service: u32,
+    in_flight: IntMap<u64, QueueId>,
+    /// The queue in service, if any.
+    pub(crate) in_service: Option<QueueId>,
+    /// Busy queues (queues).
     pub(crate) busy_queues: u32,
+    /// Busy queues per class, RT, BE, IDLE (queues).
     pub(crate) busy_per_class: [u32; 3],
+    /// Busy weight-raised queues (queues).
     pub(crate) wr_busy_queues: u32,
+    /// Requests in the device (requests).
     pub(crate) rq_in_driver: u32,
+    /// Queued requests, merged parts counted individually (requests).
     queued: usize,
     /// Idle-timer deadline (ns).
     pub(crate) timer: Option<Time>,
     /// When the current idling started (ns).
     pub(crate) idle_start: Time,
+    /// Command-queueing (NCQ) detection.
     pub(crate) hw: HwTag,
+    /// Peak-rate estimator (sectors/µs, fixed point).
     pub(crate) peak: PeakRate,
+    /// Device-wide budget state: the maximum budget (sectors) and its autotuning.
     pub(crate) budgets: Budgets,
+    /// Large-burst detection state.
     pub(crate) burst: burst::BurstState,
-    /// Weights of non-raised queues with pending requests → count.
+    /// Weights (weight units) of non-raised queues with pending requests → number of such queues.
     pub(crate) weights: BTreeMap<u32, u32>,
+    /// Groups with at least one pending queue (groups).
     pub(crate) groups_with_pending: u32,
-    /// End sector of the last dispatched request.
+    /// End sector of the last dispatched request (sectors).
     pub(crate) last_position: u64,
-    /// End sector of the last request dispatched by the current in-service queue; `None` until the queue set in
-    /// service dispatches (the merge test asks where *that* queue is, not where the head last went).
+    /// End sector of the last request dispatched by the current in-service queue (sectors); `None` until the
+    /// queue set in service dispatches (the merge test asks where *that* queue is, not where the head last went).
     pub(crate) in_serv_last_pos: Option<u64>,
+    /// Device-wide injection measurements.
     pub(crate) inject: inject::DeviceInject,
     /// Counters, for tests and benchmarks.
     pub(crate) stats: Stats,
@@ -203,14 +265,6 @@ pub struct Stats {
     pub preemptions: u64,
     /// Idle timers armed.
     pub idles: u64,
-}
-
-/// What `select_queue` decided.
-enum Pick {
-    /// Serve this queue's next request.
-    Serve(u32),
-    /// Nothing now.
-    Wait,
 }
 
 impl Bfq {
@@ -230,7 +284,7 @@ impl Bfq {
             group_index: IntMap::default(),
             store: Store::default(),
             in_flight: IntMap::default(),
-            in_service: NONE,
+            in_service: None,
             busy_queues: 0,
             busy_per_class: [0; 3],
             wr_busy_queues: 0,
@@ -249,8 +303,8 @@ impl Bfq {
             stats: Stats::default(),
         };
         b.groups.push(Group {
-            sd: 0,
-            async_q: [NONE; ASYNC_QUEUES],
+            sd: SdId::ROOT,
+            async_q: [None; ASYNC_QUEUES],
             pending: 0,
             pos: BTreeSet::new(),
         });
@@ -267,10 +321,7 @@ impl Bfq {
     pub fn set_group_weight(&mut self, g: GroupId, weight: u32) {
         let gi = self.group_of(g);
         let sd = self.groups[gi as usize].sd;
-        let e = self.wf.sds[sd as usize].owner;
-        if e != NONE {
-            self.wf.set_weight(e, weight.clamp(1, MAX_WEIGHT));
-        }
+        self.wf.set_group_weight(sd, weight.clamp(1, MAX_WEIGHT));
     }
 
     /// Event counters.
@@ -283,758 +334,15 @@ impl Bfq {
         self.budgets.max_budget()
     }
 
-    pub(crate) fn group_index_get(&self, g: GroupId) -> Option<u32> {
-        self.group_index.get(&g.0).copied()
-    }
-
-    pub(crate) fn group_of(&mut self, g: GroupId) -> u32 {
-        if let Some(&i) = self.group_index.get(&g.0) {
-            return i;
-        }
-        let sd = self.wf.new_group(0, DEFAULT_GROUP_WEIGHT);
-        let i = self.groups.len() as u32;
-        self.groups.push(Group {
-            sd,
-            async_q: [NONE; ASYNC_QUEUES],
-            pending: 0,
-            pos: BTreeSet::new(),
-        });
-        self.group_index.insert(g.0, i);
-        i
-    }
-
-    fn ensure_flow(&mut self, f: FlowId) {
-        self.flows.entry(f.0).or_insert_with(|| FlowCtx {
-            info: FlowInfo::new(f),
-            sync_q: NONE,
-            saved: None,
-        });
-    }
-
-    /// Weight of a flow: explicit, or `(8 - prio) * 10`; IDLE-class flows use the lowest priority.
-    pub fn flow_weight(info: &FlowInfo) -> u32 {
-        if let Some(w) = info.weight {
-            return w.clamp(1, MAX_WEIGHT);
-        }
-        let prio = if info.class == IoClass::Idle {
-            IOPRIO_LEVELS - 1
-        } else {
-            info.prio.min(IOPRIO_LEVELS - 1)
-        };
-        u32::from(IOPRIO_LEVELS - prio) * WEIGHT_CONVERSION_COEFF
-    }
-
-    pub(crate) fn new_queue(&mut self, group: u32, info: &FlowInfo, sync: bool, now: Time) -> u32 {
-        let qi = self.free_queues.pop().unwrap_or_else(|| {
-            self.queues.push(Queue::default());
-            (self.queues.len() - 1) as u32
-        });
-        let weight = Self::flow_weight(info);
-        let sd = self.groups.get(group as usize).map_or(0, |g| g.sd);
-        let e = self
-            .wf
-            .new_entity(sd, weight, info.class.index() as u8, Owner::Queue(qi));
-        let max_budget = self.budgets.new_queue_max();
-        if let Some(en) = self.wf.ent_mut(e) {
-            en.budget = max_budget;
-        }
-        let q = Queue {
-            live: true,
-            entity: e,
-            group,
-            class: info.class,
-            orig_weight: weight,
-            sync,
-            refs: 0,
-            max_budget,
-            io_bound: true,
-            has_short_ttime: sync,
-            seek_history: 1,
-            wr: weight_raising::WrState::new(now),
-            burst: burst::QueueBurst::new(now),
-            inject: inject::QueueInject::new(now),
-            ..Queue::default()
-        };
-        if let Some(slot) = self.queues.get_mut(qi as usize) {
-            *slot = q;
-        }
-        qi
-    }
-
-    fn async_queue(&mut self, flow: FlowId, now: Time) -> u32 {
-        let info = self
-            .flows
-            .get(&flow.0)
-            .map(|c| c.info.clone())
-            .unwrap_or_else(|| FlowInfo::new(flow));
-        let gi = self.group_of(info.group);
-        let idx = match info.class {
-            IoClass::Rt => usize::from(info.prio.min(7)),
-            IoClass::Be => 8 + usize::from(info.prio.min(7)),
-            IoClass::Idle => 16,
-        };
-        let cur = self.groups[gi as usize].async_q[idx];
-        if cur != NONE {
-            return cur;
-        }
-        // Shared async queues carry the class weight, never a per-flow explicit weight.
-        let mut shared = info.clone();
-        shared.weight = None;
-        let q = self.new_queue(gi, &shared, false, now);
-        self.queues[q as usize].refs = 1;
-        self.groups[gi as usize].async_q[idx] = q;
-        q
-    }
-
-    fn sync_queue(&mut self, flow: FlowId, now: Time) -> u32 {
-        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
-        if cur != NONE && self.queues.get(cur as usize).is_some_and(|q| q.live) {
-            return cur;
-        }
-        let info = self
-            .flows
-            .get(&flow.0)
-            .map(|c| c.info.clone())
-            .unwrap_or_else(|| FlowInfo::new(flow));
-        let gi = self.group_of(info.group);
-        let q = self.new_queue(gi, &info, true, now);
-        self.queues[q as usize].refs = 1;
-        self.queues[q as usize].merge.owner = flow.0;
-        if let Some(c) = self.flows.get_mut(&flow.0) {
-            c.sync_q = q;
-        }
-        self.burst_on_new_queue(q, now);
-        q
-    }
-
-    pub(crate) fn q(&self, q: u32) -> &Queue {
-        &self.queues[q as usize]
-    }
-
-    pub(crate) fn qm(&mut self, q: u32) -> &mut Queue {
-        &mut self.queues[q as usize]
-    }
-
-    pub(crate) fn raised(&self, q: u32) -> bool {
-        self.q(q).wr.coeff > 1
-    }
-
-    pub(crate) fn budget_left(&self, q: u32) -> u64 {
-        self.wf.budget_left(self.q(q).entity)
-    }
-
-    pub(crate) fn entity_budget(&self, q: u32) -> u64 {
-        self.wf.ent(self.q(q).entity).map_or(0, |e| e.budget)
-    }
-
-    pub(crate) fn entity_service(&self, q: u32) -> u64 {
-        self.wf.ent(self.q(q).entity).map_or(0, |e| e.service)
-    }
-
-    /// Service to charge for the request in `slot` of queue `q`.
-    pub(crate) fn charge_of(&self, q: u32, slot: u32) -> u64 {
-        let sectors = self.store.rq(slot).map_or(1, |r| r.sectors);
-        let qq = self.q(q);
-        let asym = !qq.sync && qq.wr.coeff == 1 && self.asymmetric(q);
-        budget::charge(sectors, qq.sync, qq.wr.coeff > 1, asym)
-    }
-
-    pub(crate) fn next_charge(&self, q: u32) -> u64 {
-        self.q(q).rqs.next.map_or(0, |s| self.charge_of(q, s))
-    }
-
-    pub(crate) fn seeky(&self, q: u32) -> bool {
-        idling::is_seeky(self.q(q).seek_history)
-    }
-
-    /// `bfq_asymmetric_scenario`: weights of non-raised pending queues differ and `q` is not at the smallest,
-    /// or several classes are busy, or more than one group has pending requests.
-    pub(crate) fn asymmetric(&self, q: u32) -> bool {
-        let varied = self.weights.len() > 1;
-        let smallest = self.weights.keys().next().copied();
-        let qw = self.q(q).weight_counted;
-        let varied_and_not_smallest = varied && (qw.is_none() || qw != smallest);
-        let classes = self.busy_per_class.iter().filter(|&&n| n > 0).count();
-        varied_and_not_smallest || classes > 1 || self.groups_with_pending > 1
-    }
-
-    pub(crate) fn idle_facts(&self, q: u32) -> IdleFacts {
-        let qq = self.q(q);
-        IdleFacts {
-            has_refs: qq.refs > 0,
-            strict: self.p.strict_guarantees,
-            slice_idle_zero: self.p.slice_idle == 0,
-            sync: qq.sync,
-            idle_class: qq.class == IoClass::Idle,
-            rotational: self.rotational,
-            hw_tag: self.hw.queueing(),
-            seeky: idling::is_seeky(qq.seek_history),
-            io_bound: qq.io_bound,
-            short_ttime: qq.has_short_ttime,
-            wr_busy: self.wr_busy_queues,
-            busy: self.busy_queues,
-            raised: qq.wr.coeff > 1,
-            in_driver: self.rq_in_driver,
-            dispatched: qq.dispatched,
-            // Queues of a large burst are idled for only when that boosts throughput.
-            asymmetric: self.asymmetric(q) && !qq.burst.in_large_burst,
-        }
-    }
-
-    pub(crate) fn better_to_idle(&self, q: u32) -> bool {
-        idling::better_to_idle(&self.idle_facts(q))
-    }
-
-    fn must_idle(&self, q: u32) -> bool {
-        self.q(q).rqs.is_empty() && self.better_to_idle(q)
-    }
-
-    fn budget_timed_out(&self, q: u32, now: Time) -> bool {
-        now >= self.q(q).budget_timeout
-    }
-
-    /// The budget timeout fires only if the queue is not idling, or still has a third of its budget left.
-    fn may_expire_for_budget_timeout(&self, q: u32, now: Time) -> bool {
-        let qq = self.q(q);
-        let budget = self.entity_budget(q);
-        (!qq.wait_request || self.budget_left(q) >= budget / 3) && self.budget_timed_out(q, now)
-    }
-
-    /// Keeps the weights map and per-group pending counts in step with the queue's state.
-    pub(crate) fn sync_counters(&mut self, q: u32) {
-        let qq = self.q(q);
-        let pending = qq.live && (qq.busy || qq.dispatched > 0);
-        let want = (pending && qq.wr.coeff == 1).then_some(qq.orig_weight);
-        let had = qq.weight_counted;
-        if want != had {
-            if let Some(w) = had {
-                if let Some(n) = self.weights.get_mut(&w) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.weights.remove(&w);
-                    }
-                }
-            }
-            if let Some(w) = want {
-                *self.weights.entry(w).or_insert(0) += 1;
-            }
-            self.qm(q).weight_counted = want;
-        }
-        let qq = self.q(q);
-        if pending != qq.pending_counted {
-            let g = qq.group as usize;
-            self.qm(q).pending_counted = pending;
-            if let Some(gr) = self.groups.get_mut(g) {
-                if pending {
-                    gr.pending += 1;
-                    if gr.pending == 1 {
-                        self.groups_with_pending += 1;
-                    }
-                } else {
-                    gr.pending = gr.pending.saturating_sub(1);
-                    if gr.pending == 0 {
-                        self.groups_with_pending = self.groups_with_pending.saturating_sub(1);
-                    }
-                }
-            }
-        }
-    }
-
-    fn add_busy(&mut self, q: u32) {
-        if self.q(q).busy {
-            return;
-        }
-        self.qm(q).busy = true;
-        self.busy_queues += 1;
-        let c = self.q(q).class.index();
-        self.busy_per_class[c] += 1;
-        if self.raised(q) {
-            self.wr_busy_queues += 1;
-        }
-        self.sync_counters(q);
-    }
-
-    fn del_busy(&mut self, q: u32) {
-        if !self.q(q).busy {
-            return;
-        }
-        self.qm(q).busy = false;
-        self.busy_queues = self.busy_queues.saturating_sub(1);
-        let c = self.q(q).class.index();
-        self.busy_per_class[c] = self.busy_per_class[c].saturating_sub(1);
-        if self.raised(q) {
-            self.wr_busy_queues = self.wr_busy_queues.saturating_sub(1);
-        }
-        self.pos_remove(q);
-        self.sync_counters(q);
-    }
-
-    /// Frees a queue nobody uses any more: no flow refers to it and it holds no request.
-    pub(crate) fn maybe_free(&mut self, q: u32) {
-        let qq = self.q(q);
-        if !qq.live || qq.refs > 0 || qq.busy || qq.dispatched > 0 || !qq.rqs.is_empty() || self.in_service == q {
-            return;
-        }
-        let e = qq.entity;
-        self.pos_remove(q);
-        self.sync_counters(q);
-        self.burst_forget(q);
-        self.wf.free_entity(e);
-        self.queues[q as usize] = Queue::default();
-        self.free_queues.push(q);
-    }
-
-    /// `bfq_updated_next_req`: the next request of a busy, not in-service queue changed: its budget follows.
-    fn updated_next_req(&mut self, q: u32) {
-        if self.in_service == q || !self.q(q).busy || self.q(q).rqs.next.is_none() {
-            return;
-        }
-        let nb = self.q(q).max_budget.max(self.next_charge(q));
-        if nb != self.entity_budget(q) {
-            let e = self.q(q).entity;
-            self.wf.reposition(e, nb);
-        }
-    }
-
-    fn insert_rq(&mut self, rq: Request, now: Time) {
-        let flow = rq.flow;
-        self.queued += rq.parts();
-        // Fast path: the flow is known and its sync queue is live and not being split.
-        let cur = self.flows.get(&flow.0).map_or(NONE, |c| c.sync_q);
-        let fast = rq.sync
-            && self
-                .queues
-                .get(cur as usize)
-                .is_some_and(|x| x.live && !x.merge.split_coop);
-        let q = if fast {
-            self.maybe_merge_on_insert(flow, cur, &rq, now)
-        } else if rq.sync {
-            self.ensure_flow(flow);
-            self.maybe_split(flow, now);
-            let q = self.sync_queue(flow, now);
-            self.maybe_merge_on_insert(flow, q, &rq, now)
-        } else {
-            self.ensure_flow(flow);
-            self.async_queue(flow, now)
-        };
-        // Request merging, only with a request of the same queue.
-        let store = &self.store;
-        if let Some((h, kind)) = store.index.find(&rq, self.max_sectors, true, |h| {
-            store
-                .slot(h as u32)
-                .filter(|s| s.queue == q)
-                .and_then(|s| s.rq.as_ref())
-        }) {
-            let slot = h as u32;
-            if let Some(mut target) = self.store.take_for_merge(slot) {
-                let old = target.sector;
-                absorb(&mut target, rq, kind);
-                let new = target.sector;
-                self.store.put_back(slot, target);
-                if kind == MergeKind::Front {
-                    self.qm(q).rqs.resort(slot, old, new);
-                    self.pos_update(q);
-                }
-                return;
-            }
-        }
-        let fifo_time = now.saturating_add(self.p.fifo_expire[usize::from(rq.sync)]);
-        let (sector, sectors, sync) = (rq.sector, rq.sectors, rq.sync);
-        let slot = self.store.alloc(rq, q, fifo_time);
-        self.add_request(q, slot, sector, sectors, sync, now);
-    }
-
-    /// `bfq_add_request` + `bfq_rq_enqueued`.
-    fn add_request(&mut self, q: u32, slot: u32, sector: u64, sectors: u32, sync: bool, now: Time) {
-        // Think time and seekiness of sync queues.
-        if self.q(q).sync {
-            let si = self.p.slice_idle;
-            let rot = self.rotational;
-            let exited = self.q(q).refs == 0;
-            let qq = self.qm(q);
-            if let Some(last) = qq.last_end_request {
-                qq.ttime.update(now.saturating_sub(last), si);
-            }
-            let seeky = peak_rate::seeky(qq.last_request_pos, sector, sectors, rot);
-            qq.seek_history = idling::push_seek(qq.seek_history, seeky);
-            qq.has_short_ttime = qq.ttime.short(exited, si);
-        }
-        self.qm(q).last_request_pos = sector.saturating_add(u64::from(sectors));
-        let prev_next = self.q(q).rqs.next;
-        let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
-        {
-            let store = &self.store;
-            let qq = &mut self.queues[q as usize];
-            qq.rqs.add(slot, store, last, bm, pen);
-        }
-        if !self.q(q).busy {
-            self.handle_idle_busy_switch(q, now);
-        } else {
-            self.async_raise_on_arrival(q, sync, now);
-            if prev_next != self.q(q).rqs.next {
-                self.updated_next_req(q);
-            }
-        }
-        self.qm(q).last_arrival = Some(now);
-        self.pos_update(q);
-        self.waker_on_arrival(q, now);
-        // Arrival while idling.
-        if self.in_service == q && self.q(q).wait_request {
-            let small = self.q(q).rqs.len() == 1 && sectors < idling::SMALL_REQ_SECTORS;
-            let f = self.idle_facts(q);
-            let boosts = idling::boosts_throughput(&f) && self.wr_busy_queues == 0;
-            let timed_out = self.budget_timed_out(q, now);
-            if small && boosts && !timed_out {
-                return;
-            }
-            self.cancel_timer();
-            if timed_out {
-                self.expire(q, Expiration::BudgetTimeout, now);
-            }
-        }
-    }
-
-    /// `bfq_bfqq_handle_idle_busy_switch`: an idle queue receives a request.
-    fn handle_idle_busy_switch(&mut self, q: u32, now: Time) {
-        self.burst_maybe_clear(q, now);
-        let arrived_in_time = self
-            .q(q)
-            .last_end_request
-            .is_some_and(|t| now <= t.saturating_add(IN_TIME_SLICES * self.p.slice_idle));
-        let (interactive, soft_rt) = self.wr_candidate(q, now);
-        let wr_or_deserves = self.p.low_latency && (self.raised(q) || (self.q(q).sync && (interactive || soft_rt)));
-        // Budget for the activation (§1.6).
-        let e = self.q(q).entity;
-        let left = self.budget_left(q);
-        let backshift = self.q(q).non_blocking_wait_rq;
-        let wants_preempt = if backshift && arrived_in_time && left > 0 {
-            let b = left.min(self.q(q).max_budget);
-            if let Some(en) = self.wf.ent_mut(e) {
-                en.budget = b;
-                en.service = 0;
-            }
-            true
-        } else {
-            let b = self.q(q).max_budget.max(self.next_charge(q));
-            if let Some(en) = self.wf.ent_mut(e) {
-                en.budget = b;
-                en.service = 0;
-            }
-            wr_or_deserves
-        };
-        // IO_bound comes back after enough in-time arrivals.
-        {
-            let qq = self.qm(q);
-            if !qq.io_bound {
-                if arrived_in_time {
-                    qq.requests_within_timer += 1;
-                    if qq.requests_within_timer >= REQUESTS_WITHIN_TIMER {
-                        qq.io_bound = true;
-                        qq.requests_within_timer = 0;
-                    }
-                } else {
-                    qq.requests_within_timer = 0;
-                }
-            }
-        }
-        self.wr_on_arrival(q, interactive, soft_rt, now);
-        self.wr_on_idle_busy(q, now);
-        self.add_busy(q);
-        let wr = self.q(q).wr.coeff;
-        self.wf.activate(e, backshift, wr);
-        self.qm(q).non_blocking_wait_rq = false;
-        self.merge_on_busy(q, now);
-        // Preemption.
-        let s = self.in_service;
-        if s != NONE && s != q {
-            let higher = self.q(q).class < self.q(s).class
-                || (self.q(q).class == self.q(s).class
-                    && self.wf.ent(e).map_or(0, |x| x.weight) > self.wf.ent(self.q(s).entity).map_or(0, |x| x.weight));
-            let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
-            if want && !self.wf.in_service_still_next(now) {
-                self.stats.preemptions += 1;
-                self.expire(s, Expiration::Preempted, now);
-            }
-        }
-    }
-
-    /// Sets queue `q` in service (`__bfq_set_in_service_queue`).
-    fn set_in_service(&mut self, q: u32, now: Time) {
-        self.budgets.assigned_one();
-        self.stats.slots += 1;
-        self.in_service = q;
-        self.in_serv_last_pos = None;
-        let timeout = self
-            .p
-            .timeout_sync
-            .saturating_mul(u64::from(self.q(q).wr.timeout_coeff()));
-        let qq = self.qm(q);
-        qq.fifo_checked = false;
-        qq.slot_start = now;
-        qq.budget_timeout = now.saturating_add(timeout);
-        qq.wait_request = false;
-        self.inject_on_set_in_service(q, now);
-    }
-
-    fn cancel_timer(&mut self) {
-        self.timer = None;
-        let s = self.in_service;
-        if s != NONE {
-            self.qm(s).wait_request = false;
-        }
-    }
-
-    fn arm_timer(&mut self, q: u32, now: Time) {
-        let sl = idling::idle_slice(self.p.slice_idle, self.seeky(q), self.raised(q), self.asymmetric(q));
-        let sl = sl.clamp(1, SEC);
-        self.qm(q).wait_request = true;
-        self.stats.idles += 1;
-        self.timer = Some(now.saturating_add(sl));
-        self.idle_start = now;
-    }
-
-    /// `bfq_bfqq_expire`: ends the slot of in-service queue `q` for `reason`.
-    pub(crate) fn expire(&mut self, q: u32, reason: Expiration, now: Time) {
-        if self.in_service != q {
-            return;
-        }
-        let e = self.q(q).entity;
-        let service = self.entity_service(q);
-        let budget = self.entity_budget(q);
-        let was_waiting = self.q(q).wait_request;
-        // 1. Slow queues are charged for time.
-        let end = if was_waiting || reason == Expiration::TooIdle {
-            self.idle_start
-        } else {
-            now
-        };
-        let delta = end.saturating_sub(self.q(q).slot_start);
-        let maxb = self.budgets.max_budget();
-        let (slow, charge_delta) =
-            budget::is_slow(delta, self.seeky(q), service, maxb, self.rotational, self.p.slice_idle);
-        let left = budget.saturating_sub(service);
-        if self.q(q).sync && !self.raised(q) && (slow || (reason == Expiration::BudgetTimeout && left >= budget / 3)) {
-            // Slow queues: the current rule. Timed-out queues that are not slow: the older rule, which spares
-            // sequential queues in slow zones (see `budget::time_charge_within_timeout`).
-            let tot = if slow {
-                budget::time_charge(charge_delta, self.p.timeout_sync, maxb, service)
-            } else {
-                budget::time_charge_within_timeout(charge_delta, self.p.timeout_sync, maxb, service)
-            };
-            if let Some(en) = self.wf.ent_mut(e) {
-                if en.budget < tot {
-                    en.budget = tot;
-                }
-            }
-            self.wf.served(e, tot.saturating_sub(service));
-        }
-        // 2. IO_bound.
-        if reason == Expiration::TooIdle
-            && service.saturating_mul(100) <= budget.saturating_mul(IO_BOUND_MIN_USED_PERCENT)
-        {
-            self.qm(q).io_bound = false;
-        }
-        self.softrt_on_expire(q, now);
-        // 3. Budget feedback.
-        if reason != Expiration::Preempted {
-            let service = self.entity_service(q);
-            let (sync, raised, inflight) = (self.q(q).sync, self.raised(q), self.q(q).dispatched > 0);
-            let nb = self
-                .budgets
-                .recalc(self.q(q).max_budget, reason, sync, raised, service, inflight);
-            self.qm(q).max_budget = nb;
-            if self.q(q).rqs.next.is_some() {
-                let b = nb.max(self.next_charge(q));
-                if let Some(en) = self.wf.ent_mut(e) {
-                    en.budget = b;
-                }
-            }
-        }
-        self.merge_on_expire(q);
-        // 4-5. Deactivate or requeue.
-        let empty = self.q(q).rqs.is_empty();
-        let keep_for_guarantees = reason == Expiration::Preempted && idling::needed_for_guarantees(&self.idle_facts(q));
-        self.in_service = NONE;
-        self.timer = None;
-        self.qm(q).wait_request = false;
-        if empty && !keep_for_guarantees {
-            self.wf.expire_path(e, false);
-            self.del_busy(q);
-            if self.q(q).dispatched == 0 {
-                self.qm(q).budget_timeout = now;
-            }
-            self.qm(q).became_idle_at = Some(now);
-        } else {
-            self.wf.expire_path(e, true);
-        }
-        // 6. Keep the service of a queue that may come back to continue its slot.
-        if !self.q(q).busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted {
-            self.qm(q).non_blocking_wait_rq = true;
-        } else if let Some(en) = self.wf.ent_mut(e) {
-            en.service = 0;
-        }
-        self.pos_update(q);
-        self.maybe_free(q);
-    }
-
-    /// `bfq_select_queue`.
-    fn select_queue(&mut self, now: Time) -> Pick {
-        let mut q = self.in_service;
-        if q != NONE && self.may_expire_for_budget_timeout(q, now) && !self.must_idle(q) {
-            self.expire(q, Expiration::BudgetTimeout, now);
-            q = NONE;
-        }
-        let guard = 2 * self.busy_queues as usize + 8;
-        for _ in 0..guard {
-            if q == NONE {
-                let Some(e) = self.wf.next_in_service(now) else {
-                    return Pick::Wait;
-                };
-                let Some(Owner::Queue(nq)) = self.wf.ent(e).map(|x| x.owner) else {
-                    return Pick::Wait;
-                };
-                q = nq;
-                self.set_in_service(q, now);
-            }
-            if self.q(q).rqs.next.is_some() {
-                let charge = self.next_charge(q);
-                if charge > self.budget_left(q) {
-                    if self.entity_service(q) == 0 {
-                        // A fresh slot whose budget is below the next request's charge (possible only for a
-                        // continued slot with little budget left): grow it rather than livelock.
-                        let e = self.q(q).entity;
-                        if let Some(en) = self.wf.ent_mut(e) {
-                            en.budget = charge;
-                        }
-                    } else {
-                        self.expire(q, Expiration::BudgetExhausted, now);
-                        q = NONE;
-                        continue;
-                    }
-                }
-                if self.q(q).wait_request {
-                    self.cancel_timer();
-                }
-                return Pick::Serve(q);
-            }
-            if self.q(q).wait_request || (self.q(q).dispatched > 0 && self.better_to_idle(q)) {
-                self.inject_on_plug(q);
-                return match self.injection_candidate(q, now) {
-                    Some(c) => Pick::Serve(c),
-                    None => Pick::Wait,
-                };
-            }
-            self.expire(q, Expiration::NoMoreRequests, now);
-            q = NONE;
-        }
-        Pick::Wait
-    }
-
-    /// Takes queue `q`'s next request out and accounts its dispatch (`bfq_dispatch_rq_from_bfqq`).
-    fn dispatch_from(&mut self, q: u32, now: Time) -> Option<Request> {
-        let slot = self.q(q).rqs.next?;
-        let charge = self.charge_of(q, slot);
-        let e = self.q(q).entity;
-        self.wf.served(e, charge);
-        self.wr_on_served(q, charge);
-        let rq = self.store.take(slot)?;
-        {
-            let (bm, pen) = (self.p.back_seek_max, self.p.back_seek_penalty);
-            let store = &self.store;
-            let qq = &mut self.queues[q as usize];
-            qq.rqs.remove(slot, rq.sector, store, bm, pen);
-        }
-        self.queued = self.queued.saturating_sub(rq.parts());
-        let in_driver_before = self.rq_in_driver;
-        self.qm(q).dispatched += 1;
-        self.rq_in_driver += 1;
-        self.in_flight.insert(rq.id.0, q);
-        self.last_position = rq.sector.saturating_add(u64::from(rq.sectors));
-        if q == self.in_service {
-            self.in_serv_last_pos = Some(self.last_position);
-        }
-        if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
-            self.budgets.autotune(peak, self.p.timeout_sync);
-        }
-        self.merge_on_dispatch(q, now);
-        // FIFO: consulted once per slot.
-        if self.in_service == q && !self.q(q).fifo_checked && !self.q(q).rqs.is_empty() {
-            self.qm(q).fifo_checked = true;
-            let store = &self.store;
-            let qq = &mut self.queues[q as usize];
-            if let Some(h) = qq.rqs.expired_head(store, q, now) {
-                qq.rqs.next = Some(h);
-            }
-        }
-        if self.q(q).rqs.is_empty() && self.in_service != q {
-            // An injected queue that ran dry leaves the scheduler.
-            self.wf.deactivate(e);
-            self.del_busy(q);
-            self.qm(q).became_idle_at = Some(now);
-        } else if self.in_service != q {
-            self.updated_next_req(q);
-        }
-        self.pos_update(q);
-        self.sync_counters(q);
-        self.inject_on_dispatch(q, &rq, in_driver_before, now);
-        if self.in_service == q {
-            self.update_wr_data(q, now);
-            if self.q(q).class == IoClass::Idle && self.busy_queues > 1 {
-                self.expire(q, Expiration::BudgetExhausted, now);
-            }
-        }
-        Some(rq)
-    }
-
-    /// Runs the idle-timer expiry if its time has come.
-    fn fire_timer(&mut self, now: Time) {
-        let Some(t) = self.timer else { return };
-        if now < t {
-            return;
-        }
-        self.timer = None;
-        let q = self.in_service;
-        if q == NONE || !self.q(q).wait_request {
-            return;
-        }
-        self.qm(q).wait_request = false;
-        if self.budget_timed_out(q, now) {
-            // Keep the idling start for the time charge.
-            self.qm(q).wait_request = true;
-            self.expire(q, Expiration::BudgetTimeout, now);
-        } else if self.q(q).rqs.is_empty() {
-            self.qm(q).wait_request = true;
-            self.expire(q, Expiration::TooIdle, now);
-        }
-    }
-
     /// The flow owning the in-service queue, for tests.
     #[cfg(test)]
     #[allow(dead_code)]
     pub(crate) fn in_service_flow(&self) -> Option<FlowId> {
-        let q = self.in_service;
-        if q == NONE {
-            return None;
-        }
-        self.flows.iter().find(|(_, c)| c.sync_q == q).map(|(&f, _)| FlowId(f))
-    }
-}
-
-impl Store {
-    /// Takes the request in `slot` out for a merge without freeing the slot (put it back with `put_back`).
-    pub fn take_for_merge(&mut self, slot: u32) -> Option<Request> {
-        let s = self.slot_mut(slot)?;
-        let rq = s.rq.take()?;
-        self.index.remove(u64::from(slot), &rq);
-        Some(rq)
-    }
-
-    /// Puts a request taken with `take_for_merge` back in its slot.
-    pub fn put_back(&mut self, slot: u32, rq: Request) {
-        self.index.add(u64::from(slot), &rq);
-        if let Some(s) = self.slot_mut(slot) {
-            s.rq = Some(rq);
-        }
+        let q = self.in_service?;
+        self.flows
+            .iter()
+            .find(|(_, c)| c.sync_q == Some(q))
+            .map(|(&f, _)| FlowId(f))
     }
 }
 
@@ -1053,7 +361,7 @@ impl Scheduler for Bfq {
                     flow.id.0,
                     FlowCtx {
                         info,
-                        sync_q: NONE,
+                        sync_q: None,
                         saved: None,
                     },
                 );
@@ -1062,20 +370,7 @@ impl Scheduler for Bfq {
     }
 
     fn flow_exited(&mut self, flow: FlowId, now: Time) {
-        let Some(ctx) = self.flows.remove(&flow.0) else { return };
-        let q = ctx.sync_q;
-        if q == NONE || !self.queues.get(q as usize).is_some_and(|x| x.live) {
-            return;
-        }
-        self.qm(q).refs = self.q(q).refs.saturating_sub(1);
-        if self.q(q).refs == 0 {
-            self.qm(q).has_short_ttime = false;
-            if self.in_service == q && self.q(q).wait_request && self.q(q).rqs.is_empty() {
-                self.cancel_timer();
-                self.expire(q, Expiration::NoMoreRequests, now);
-            }
-        }
-        self.maybe_free(q);
+        self.flow_exit(flow, now);
     }
 
     fn insert(&mut self, rq: Request, now: Time) {
@@ -1083,59 +378,11 @@ impl Scheduler for Bfq {
     }
 
     fn dispatch(&mut self, now: Time) -> Decision {
-        self.fire_timer(now);
-        if self.busy_queues == 0 {
-            return Decision::Nothing;
-        }
-        if self.p.strict_guarantees && self.rq_in_driver > 0 {
-            return Decision::Nothing;
-        }
-        match self.select_queue(now) {
-            Pick::Serve(q) => match self.dispatch_from(q, now) {
-                Some(rq) => Decision::Dispatch(rq),
-                None => Decision::Nothing,
-            },
-            Pick::Wait => match self.timer {
-                Some(t) if t > now => Decision::WaitUntil(t),
-                _ => Decision::Nothing,
-            },
-        }
+        self.dispatch_next(now)
     }
 
     fn completed(&mut self, rq: &Request, now: Time) {
-        let Some(q) = self.in_flight.remove(&rq.id.0) else {
-            return;
-        };
-        let s = self.in_service;
-        let small = s != NONE
-            && self.q(s).has_short_ttime
-            && (self.q(s).dispatched as usize + self.q(s).rqs.len()) < idling::HW_QUEUE_THRESHOLD as usize;
-        self.hw.sample(self.rq_in_driver, self.queued as u32, small);
-        self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
-        if !self.queues.get(q as usize).is_some_and(|x| x.live) {
-            return;
-        }
-        self.qm(q).dispatched = self.q(q).dispatched.saturating_sub(1);
-        if let Some(peak) = self.peak.on_completion(now) {
-            self.budgets.autotune(peak, self.p.timeout_sync);
-        }
-        self.qm(q).last_end_request = Some(now);
-        self.softrt_on_completion(q, now);
-        self.inject_on_completion(q, rq, now);
-        self.waker_on_completion(q, now);
-        self.sync_counters(q);
-        if self.in_service == q {
-            if self.must_idle(q) {
-                if self.q(q).dispatched == 0 {
-                    self.arm_timer(q, now);
-                }
-            } else if self.may_expire_for_budget_timeout(q, now) {
-                self.expire(q, Expiration::BudgetTimeout, now);
-            } else if self.q(q).rqs.is_empty() && (self.q(q).dispatched == 0 || !self.better_to_idle(q)) {
-                self.expire(q, Expiration::NoMoreRequests, now);
-            }
-        }
-        self.maybe_free(q);
+        self.complete(rq, now);
     }
 
     fn queued(&self) -> usize {
@@ -1145,30 +392,10 @@ impl Scheduler for Bfq {
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
         depth_limit(dir, sync, nr_requests, self.wr_busy_queues > 0)
     }
-}
 
-/// Async requests may hold at most this share of the scheduler tags (numerator over [`DEPTH_DEN`]) while no
-/// queue is raised: 8/16 = 50%.
-pub const ASYNC_DEPTH_NUM: u32 = 8;
-/// Sync writes' share of the tags while no queue is raised: 12/16 = 75%.
-pub const SYNC_WRITE_DEPTH_NUM: u32 = 12;
-/// Async share while some queue is weight-raised: 3/16, leaving the raised queue room.
-pub const ASYNC_DEPTH_NUM_WR: u32 = 3;
-/// Sync-write share while some queue is weight-raised: 6/16.
-pub const SYNC_WRITE_DEPTH_NUM_WR: u32 = 6;
-/// Denominator of the tag shares.
-pub const DEPTH_DEN: u32 = 16;
-
-/// `bfq_limit_depth`: tags that async requests and sync writes may hold; sync reads are never limited.
-pub fn depth_limit(dir: Direction, sync: bool, nr_requests: u32, some_raised: bool) -> u32 {
-    let num = match (sync, dir, some_raised) {
-        (true, Direction::Read, _) => return nr_requests,
-        (false, _, false) => ASYNC_DEPTH_NUM,
-        (false, _, true) => ASYNC_DEPTH_NUM_WR,
-        (true, Direction::Write, false) => SYNC_WRITE_DEPTH_NUM,
-        (true, Direction::Write, true) => SYNC_WRITE_DEPTH_NUM_WR,
-    };
-    (nr_requests * num / DEPTH_DEN).max(1)
+    fn check_invariants(&self) -> Result<(), crate::scheduler::InvariantViolation> {
+        self.check_invariants_impl()
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Peak-rate estimation (`schedulers.md` §1.7). The rate is kept in sectors/µs scaled by `2^RATE_SHIFT`; it feeds
-//! the autotuned maximum budget and the interactive weight-raising duration.
+//! Peak-rate estimation (`bfq_update_peak_rate`, `bfq_update_rate_reset`). The rate is kept in sectors/µs scaled by
+//! `2^RATE_SHIFT`; it feeds the autotuned maximum budget and the interactive weight-raising duration.
 
 use crate::types::{Time, MS, SEC, US};
 

@@ -1,10 +1,12 @@
-//! Early queue merging (`schedulers.md` §1.10): processes that interleave I/O on nearby sectors (cooperating
-//! threads, a parallel reader) are redirected to one shared queue, which then looks sequential; a shared queue
-//! that turns out seeky is split again at each process's next request.
+//! Early queue merging (`bfq_setup_cooperator`, `bfq_merge_bfqqs`, `bfq_split_bfqq`): processes that interleave I/O on
+//! nearby sectors (cooperating threads, a parallel reader) are redirected to one shared queue, which then looks
+//! sequential; a shared queue that turns out seeky is split again at each process's next request.
 
 use super::idling::{is_seeky, ThinkTime};
+use super::ids::QueueId;
 use super::weight_raising::WrState;
-use super::{Bfq, NONE};
+use super::Bfq;
+use crate::counter;
 use crate::types::{FlowId, IoClass, Request, Time, MS};
 
 /// Queues whose next requests are this close (sectors) cooperate: 8192 sectors = 4 MiB (`BFQQ_CLOSE_THR`).
@@ -46,7 +48,7 @@ impl Bfq {
         !self.hw.nonrot_with_queueing(self.rotational)
     }
 
-    fn too_late_for_merging(&self, q: u32, now: Time) -> bool {
+    fn too_late_for_merging(&self, q: QueueId, now: Time) -> bool {
         let qq = self.q(q);
         qq.merge
             .first_io_time
@@ -54,11 +56,9 @@ impl Bfq {
             && qq.wr.service_from_backlogged > 0
     }
 
-    fn may_cooperate(&self, a: u32, b: u32) -> bool {
+    fn may_cooperate(&self, a: QueueId, b: QueueId) -> bool {
         let (qa, qb) = (self.q(a), self.q(b));
-        qa.live
-            && qb.live
-            && a != b
+        a != b
             && qa.group == qb.group
             && qa.class == qb.class
             && qa.sync
@@ -71,16 +71,16 @@ impl Bfq {
 
     /// A queue cooperating with `q` for a request at `sector`: the in-service queue if its own last dispatched
     /// request ended within [`CLOSE_THR`], else the busy queue of the group whose next request is closest within it.
-    pub(crate) fn find_cooperator(&self, q: u32, sector: u64) -> Option<u32> {
-        let s = self.in_service;
+    pub(crate) fn find_cooperator(&self, q: QueueId, sector: u64) -> Option<QueueId> {
         let near_in_service = self.in_serv_last_pos.is_some_and(|p| sector.abs_diff(p) <= CLOSE_THR);
-        if s != NONE && near_in_service && self.may_cooperate(q, s) {
+        if let Some(s) = self.in_service.filter(|&s| near_in_service && self.may_cooperate(q, s)) {
             return Some(s);
         }
         let g = self.groups.get(self.q(q).group as usize)?;
-        let after = g.pos.range((sector, 0)..).next();
-        let before = g.pos.range(..(sector, 0)).next_back();
-        let mut best: Option<(u64, u32)> = None;
+        let lowest = QueueId::at(0);
+        let after = g.pos.range((sector, lowest)..).next();
+        let before = g.pos.range(..(sector, lowest)).next_back();
+        let mut best: Option<(u64, QueueId)> = None;
         for &(pos, c) in after.into_iter().chain(before) {
             let d = pos.abs_diff(sector);
             if d <= CLOSE_THR && self.may_cooperate(q, c) && best.is_none_or_closer(d) {
@@ -92,8 +92,8 @@ impl Bfq {
 
     /// At a sync insert of `flow` into `q`: merge `q` into a cooperator if there is one; returns the queue the
     /// request goes to.
-    pub(crate) fn maybe_merge_on_insert(&mut self, flow: FlowId, q: u32, rq: &Request, now: Time) -> u32 {
-        if !self.eqm_enabled() || q == self.in_service || self.q(q).class == IoClass::Idle {
+    pub(crate) fn maybe_merge_on_insert(&mut self, flow: FlowId, q: QueueId, rq: &Request, now: Time) -> QueueId {
+        if !self.eqm_enabled() || Some(q) == self.in_service || self.q(q).class == IoClass::Idle {
             return q;
         }
         if self.too_late_for_merging(q, now) {
@@ -107,7 +107,7 @@ impl Bfq {
     }
 
     /// Redirects `flow` from `from` to `to`, saving its state for a later split.
-    pub(crate) fn merge_queues(&mut self, flow: FlowId, from: u32, to: u32) {
+    pub(crate) fn merge_queues(&mut self, flow: FlowId, from: QueueId, to: QueueId) {
         let f = self.q(from);
         let saved = Saved {
             ttime: f.ttime,
@@ -120,7 +120,7 @@ impl Bfq {
         let from_wr = f.wr;
         if let Some(c) = self.flows.get_mut(&flow.0) {
             c.saved = Some(saved);
-            c.sync_q = to;
+            c.sync_q = Some(to);
         }
         // The shared queue inherits a stronger raising.
         if from_wr.coeff > self.q(to).wr.coeff {
@@ -133,7 +133,7 @@ impl Bfq {
         }
         self.qm(to).refs += 1;
         self.qm(to).merge.coop = true;
-        self.qm(from).refs = self.q(from).refs.saturating_sub(1);
+        counter::dec(&mut self.qm(from).refs, "queue refs");
         self.maybe_free(from);
     }
 
@@ -141,16 +141,10 @@ impl Bfq {
     /// with the state saved at the merge.
     pub(crate) fn maybe_split(&mut self, flow: FlowId, now: Time) {
         let Some(ctx) = self.flows.get(&flow.0) else { return };
-        let q = ctx.sync_q;
         let saved = ctx.saved;
-        if q == NONE
-            || !self
-                .queues
-                .get(q as usize)
-                .is_some_and(|x| x.live && x.merge.split_coop)
-        {
+        let Some(q) = ctx.sync_q.filter(|&q| self.is_live(q) && self.q(q).merge.split_coop) else {
             return;
-        }
+        };
         if self.q(q).refs <= 1 {
             let m = &mut self.qm(q).merge;
             m.coop = false;
@@ -185,25 +179,25 @@ impl Bfq {
             }
         }
         if let Some(c) = self.flows.get_mut(&flow.0) {
-            c.sync_q = nq;
+            c.sync_q = Some(nq);
             c.saved = None;
         }
     }
 
     /// At an idle→busy switch a new backlogged period starts.
-    pub(crate) fn merge_on_busy(&mut self, q: u32, _now: Time) {
+    pub(crate) fn merge_on_busy(&mut self, q: QueueId, _now: Time) {
         self.qm(q).merge.first_io_time = None;
     }
 
     /// At expiration: a shared queue found seeky is marked for splitting.
-    pub(crate) fn merge_on_expire(&mut self, q: u32) {
+    pub(crate) fn merge_on_expire(&mut self, q: QueueId) {
         if self.q(q).merge.coop && is_seeky(self.q(q).seek_history) {
             self.qm(q).merge.split_coop = true;
         }
     }
 
     /// At a dispatch: records the first dispatch of the backlogged period.
-    pub(crate) fn merge_on_dispatch(&mut self, q: u32, now: Time) {
+    pub(crate) fn merge_on_dispatch(&mut self, q: QueueId, now: Time) {
         let m = &mut self.qm(q).merge;
         if m.first_io_time.is_none() {
             m.first_io_time = Some(now);
@@ -211,9 +205,9 @@ impl Bfq {
     }
 
     /// Keeps `q`'s entry in its group's position tree in step with its next request.
-    pub(crate) fn pos_update(&mut self, q: u32) {
+    pub(crate) fn pos_update(&mut self, q: QueueId) {
         let qq = self.q(q);
-        let want = if qq.live && qq.busy && qq.sync && self.eqm_enabled() {
+        let want = if qq.busy && qq.sync && self.eqm_enabled() {
             qq.rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.sector)
         } else {
             None
@@ -236,7 +230,7 @@ impl Bfq {
     }
 
     /// Removes `q` from its group's position tree.
-    pub(crate) fn pos_remove(&mut self, q: u32) {
+    pub(crate) fn pos_remove(&mut self, q: QueueId) {
         if let Some(old) = self.q(q).pos_key {
             let g = self.q(q).group as usize;
             if let Some(gr) = self.groups.get_mut(g) {
@@ -251,8 +245,100 @@ trait CloserThan {
     fn is_none_or_closer(&self, d: u64) -> bool;
 }
 
-impl CloserThan for Option<(u64, u32)> {
+impl CloserThan for Option<(u64, QueueId)> {
     fn is_none_or_closer(&self, d: u64) -> bool {
         self.is_none_or(|(bd, _)| d < bd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{bfq, checked};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::FlowInfo;
+
+    /// Flow `f`'s sync queue on `b`, filed in its group's position tree at `sector` as if busy there.
+    fn filed_at(b: &mut Bfq, f: u32, sector: u64) -> QueueId {
+        b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        let q = b.sync_queue(FlowId(f), 0);
+        b.groups[0].pos.insert((sector, q));
+        q
+    }
+
+    // Queues cooperate only when the next requests are within CLOSE_THR sectors, in the same class, and
+    // neither is seeky.
+    #[test]
+    fn only_close_queues_cooperate() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 1_000_000);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 1_000_000 + CLOSE_THR), Some(c));
+        assert_eq!(b.find_cooperator(a, 1_000_000 - CLOSE_THR), Some(c));
+        assert_eq!(b.find_cooperator(a, 1_000_000 + CLOSE_THR + 1), None, "too far");
+        b.qm(c).seek_history = u32::MAX;
+        assert_eq!(b.find_cooperator(a, 1_000_000), None, "seeky");
+        b.qm(c).seek_history = 0;
+        b.qm(c).class = IoClass::Rt;
+        assert_eq!(b.find_cooperator(a, 1_000_000), None, "another class");
+    }
+
+    // A merge redirects the flow to the shared queue (which gains its reference and the stronger raising) and
+    // frees the empty old queue; when the shared queue is later marked for splitting, the flow gets a fresh
+    // queue back with the state saved at the merge.
+    #[test]
+    fn merge_redirects_the_flow_and_a_split_restores_its_state() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.clear();
+        b.qm(a).seek_history = 0b1011;
+        b.set_wr_coeff(a, 30);
+        b.merge_queues(FlowId(1), a, c);
+        assert_eq!(b.flows[&1].sync_q, Some(c));
+        assert_eq!(b.q(c).refs, 2);
+        assert!(b.q(c).merge.coop);
+        assert_eq!(b.q(c).wr.coeff, 30, "the shared queue inherits the stronger raising");
+        assert!(!b.is_live(a), "the old queue, empty and unreferenced, is freed");
+        checked(&b);
+        b.qm(c).merge.split_coop = true;
+        b.maybe_split(FlowId(1), 5 * MS);
+        let n = b.flows[&1].sync_q.unwrap();
+        assert_ne!(n, c);
+        assert_eq!(b.q(c).refs, 1);
+        assert_eq!(b.q(n).seek_history, 0b1011, "saved state restored");
+        assert_eq!(b.q(n).merge.split_time, Some(5 * MS));
+        assert_eq!(b.q(n).wr.coeff, 30);
+        checked(&b);
+    }
+
+    // A shared queue found seeky at expiration is marked for splitting; a sequential one is not.
+    #[test]
+    fn a_seeky_shared_queue_is_marked_for_splitting() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        b.qm(a).merge.coop = true;
+        b.merge_on_expire(a);
+        assert!(!b.q(a).merge.split_coop);
+        b.qm(a).seek_history = u32::MAX;
+        b.merge_on_expire(a);
+        assert!(b.q(a).merge.split_coop);
+    }
+
+    // Early merging is off on a non-rotational device that queues commands; on a disk a queue is merged only
+    // within 100 ms of its first dispatch, once it has received service.
+    #[test]
+    fn merging_is_off_on_queueing_flash_and_late_in_a_backlog() {
+        let ssd = bfq(&DeviceInfo::ssd(), &[]);
+        assert!(!ssd.eqm_enabled());
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        assert!(b.eqm_enabled());
+        let a = filed_at(&mut b, 1, 0);
+        b.qm(a).merge.first_io_time = Some(0);
+        b.qm(a).wr.service_from_backlogged = 8;
+        assert!(!b.too_late_for_merging(a, MERGE_TIME_LIMIT));
+        assert!(b.too_late_for_merging(a, MERGE_TIME_LIMIT + 1));
     }
 }

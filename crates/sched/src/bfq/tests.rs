@@ -197,6 +197,7 @@ impl Sim {
                 self.inserted_at.insert(self.next_id, self.now);
                 self.next_id += 1;
                 self.b.insert(rq, self.now);
+                checked(&self.b);
             }
         }
     }
@@ -204,7 +205,9 @@ impl Sim {
     fn pump(&mut self) {
         self.wakeup = None;
         while (self.in_dev.len() as u32) < self.tags {
-            match self.b.dispatch(self.now) {
+            let d = self.b.dispatch(self.now);
+            checked(&self.b);
+            match d {
                 Decision::Dispatch(rq) => {
                     for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
                         let t = self.inserted_at.remove(&id.0).unwrap_or(self.now);
@@ -247,6 +250,7 @@ impl Sim {
             while let Some(i) = self.in_dev.iter().position(|x| x.0 <= self.now) {
                 let (_, rq) = self.in_dev.swap_remove(i);
                 self.b.completed(&rq, self.now);
+                checked(&self.b);
                 if self.now >= self.measure_from {
                     *self.served.entry(rq.flow.0).or_insert(0) += u64::from(rq.sectors);
                 }
@@ -260,8 +264,8 @@ impl Sim {
         self.now = self.now.max(end);
     }
 
-    pub(super) fn queue_of(&self, f: u32) -> u32 {
-        self.b.flows.get(&f).map_or(NONE, |c| c.sync_q)
+    pub(super) fn queue_of(&self, f: u32) -> Option<ids::QueueId> {
+        self.b.flows.get(&f).and_then(|c| c.sync_q)
     }
 }
 
@@ -285,8 +289,7 @@ fn new_flow_is_raised_and_served_first() {
     sim.run_until(3 * SEC);
     // The reader has been served for 3 s: its own raising (it was new too) must have ended or be unrelated.
     sim.run_until(3 * SEC + 1);
-    let q2 = sim.queue_of(2);
-    assert_ne!(q2, NONE);
+    let q2 = sim.queue_of(2).expect("flow 2 has a sync queue");
     assert_eq!(sim.b.q(q2).wr.coeff, 30, "new sync queue raised x30");
     sim.run_until(4 * SEC);
     let inserted = 3 * SEC;
@@ -318,7 +321,7 @@ fn raising_ends_after_its_duration() {
     let dur = sim.b.wr_duration();
     assert!(dur.abs_diff(10_500 * MS) < MS, "{dur}");
     sim.run_until(10 * SEC);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert_eq!(sim.b.q(q).wr.coeff, 30, "still raised at 10 s");
     sim.run_until(11 * SEC);
     assert_eq!(sim.b.q(q).wr.coeff, 1, "raising over after 10.5 s");
@@ -336,10 +339,9 @@ fn raising_ends_after_120k_sectors() {
     let mut ended_at = None;
     for step in 0..4000 {
         sim.run_until(step * 2 * MS);
-        let q = sim.queue_of(1);
-        if q == NONE {
+        let Some(q) = sim.queue_of(1) else {
             continue;
-        }
+        };
         dispatched = sim.log.len() as u64 * 256;
         if sim.b.q(q).wr.coeff == 1 {
             ended_at = Some(dispatched);
@@ -530,8 +532,19 @@ fn conformance_waits_without_idling_stay_within_a_few_slots() {
     }
 }
 
+/// Asserts the policy's invariants (`Scheduler::check_invariants`) after a call.
+#[track_caller]
+pub(super) fn checked(b: &Bfq) {
+    if let Err(v) = b.check_invariants() {
+        panic!("{v}");
+    }
+}
+
 fn next_rq(b: &mut Bfq, now: Time) -> Request {
-    match b.dispatch(now) {
+    checked(b);
+    let d = b.dispatch(now);
+    checked(b);
+    match d {
         Decision::Dispatch(r) => r,
         d => panic!("expected a dispatch, got {d:?}"),
     }
@@ -570,7 +583,7 @@ fn large_burst_is_detected_and_not_raised() {
     for f in 1..=10u32 {
         let now = u64::from(f) * 20 * MS;
         b.insert(read(u64::from(f), f, u64::from(f) << 20, 8), now);
-        qs.push(b.flows[&f].sync_q);
+        qs.push(b.flows[&f].sync_q.unwrap());
     }
     for (i, &q) in qs.iter().enumerate() {
         assert!(b.q(q).burst.in_large_burst, "queue {i}");
@@ -584,7 +597,7 @@ fn large_burst_is_detected_and_not_raised() {
     // A queue created after a pause of more than 180 ms starts a new burst and is raised.
     b.flow_started(&FlowInfo::new(FlowId(11)), 0);
     b.insert(read(11, 11, 1 << 32, 8), 2 * SEC);
-    let q = b.flows[&11].sync_q;
+    let q = b.flows[&11].sync_q.unwrap();
     assert!(!b.q(q).burst.in_large_burst);
     assert_eq!(b.q(q).wr.coeff, 30);
 }
@@ -606,7 +619,7 @@ fn queue_merge_and_split() {
     let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![a, c]);
     sim.run_until(50 * MS);
     assert_eq!(sim.queue_of(1), sim.queue_of(2), "cooperating flows share a queue");
-    let shared = sim.queue_of(1);
+    let shared = sim.queue_of(1).unwrap();
     assert!(sim.b.q(shared).merge.coop);
     for p in sim.procs.iter_mut() {
         p.random = true;
@@ -676,14 +689,13 @@ fn injection_while_idling() {
     let mut max_limit = 0;
     for k in 1..=300 {
         sim.run_until(k * 10 * MS);
-        let q = sim.queue_of(1);
-        if q != NONE {
+        if let Some(q) = sim.queue_of(1) {
             max_limit = max_limit.max(sim.b.q(q).inject.limit);
         }
     }
     assert_eq!(sim.b.hw.hw_tag, Some(true));
     assert!(sim.b.inject.count > 100, "injected {}", sim.b.inject.count);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert!(sim.b.q(q).inject.last_serv_time > 0, "baseline measured");
     assert!(max_limit >= 1, "limit grew");
 }
@@ -696,7 +708,7 @@ fn soft_real_time_raising() {
     player.think = 100 * MS;
     let mut sim = Sim::new(bfq(&hdd1(), &[]), TestDev::hdd(), 1, vec![player]);
     sim.run_until(2 * SEC);
-    let q = sim.queue_of(1);
+    let q = sim.queue_of(1).unwrap();
     assert_eq!(sim.b.q(q).wr.coeff, 3000);
     assert_eq!(sim.b.q(q).wr.kind, weight_raising::WrKind::SoftRt);
     assert!(
@@ -713,7 +725,7 @@ fn async_raising_after_long_gap() {
     let w = |id: u64, s: u64| Request::new(RequestId(id), FlowId(1), Direction::Write, false, s, 8);
     b.insert(w(1, 0), 0);
     b.insert(w(2, 1 << 20), MS);
-    let q = b.groups[0].async_q[8 + 4];
+    let q = b.groups[0].async_q[8 + 4].unwrap();
     assert_eq!(b.q(q).wr.coeff, 1);
     b.insert(w(3, 2 << 20), 600 * MS);
     assert_eq!(b.q(q).wr.coeff, 30);
@@ -739,7 +751,7 @@ fn budget_grows_in_the_policy() {
     let mut sim = Sim::new(bfq(&hdd1(), &["low_latency=0"]), TestDev::hdd(), 1, vec![reader]);
     let q0 = {
         sim.run_until(1);
-        sim.queue_of(1)
+        sim.queue_of(1).unwrap()
     };
     assert_eq!(sim.b.q(q0).max_budget, 16384 * 2 / 3);
     sim.run_until(200 * MS);
@@ -790,8 +802,11 @@ mod robustness {
                         }
                     }
                 }
+                prop_assert_eq!(b.check_invariants(), Ok(()));
                 while in_dev.len() < dev.queue_depth as usize {
-                    match b.dispatch(now) {
+                    let d = b.dispatch(now);
+                    prop_assert_eq!(b.check_invariants(), Ok(()));
+                    match d {
                         Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
                         Decision::WaitUntil(t) => { prop_assert!(t > now && t - now <= SEC); break; }
                         Decision::Nothing => break,
@@ -802,7 +817,9 @@ mod robustness {
             // Drain.
             for _ in 0..100_000 {
                 if queued == 0 && in_dev.is_empty() { break; }
-                match b.dispatch(now) {
+                let d = b.dispatch(now);
+                prop_assert_eq!(b.check_invariants(), Ok(()));
+                match d {
                     Decision::Dispatch(rq) if in_dev.len() < dev.queue_depth as usize => { queued -= rq.parts(); in_dev.push(rq); }
                     Decision::Dispatch(rq) => { queued -= rq.parts(); in_dev.push(rq); }
                     Decision::WaitUntil(t) => {
@@ -832,4 +849,21 @@ fn unknown_queueing_on_ssd_does_not_idle() {
     assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
     assert!(sim.waits.is_empty(), "idled {} times", sim.waits.len());
     assert_eq!(sim.max_in_dev, 3, "all three readers keep a request in the device");
+}
+
+// A deliberately broken counter is caught: after real traffic the invariants hold, and once the busy-queue count
+// is off by one, `check_invariants` names it.
+#[test]
+fn check_invariants_catches_a_broken_counter() {
+    let mut b = bfq(&hdd1(), &[]);
+    b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+    b.insert(read(1, 1, 1000, 8), 0);
+    b.insert(read(2, 1, 2000, 8), 0);
+    let rq = next_rq(&mut b, 0);
+    b.completed(&rq, MS);
+    assert_eq!(b.check_invariants(), Ok(()));
+    b.break_busy_counter_for_test();
+    let err = b.check_invariants().unwrap_err();
+    assert_eq!(err.what, "bfq");
+    assert!(err.detail.contains("busy_queues"), "{err}");
 }

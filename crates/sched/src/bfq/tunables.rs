@@ -1,5 +1,5 @@
-//! BFQ's sysfs tunables (`schedulers.md` §1.11), named and scaled as in sysfs, and their conversion to the
-//! nanosecond/sector units the policy works in.
+//! BFQ's sysfs tunables (the kernel's `bfq_attrs`; docs/SCHEDULERS.md, BFQ), named and scaled as in sysfs, and their
+//! conversion to the nanosecond/sector units the policy works in.
 
 use crate::tunables::{TunableSpec, TunableValues};
 use crate::types::{Time, MS, SEC, US};

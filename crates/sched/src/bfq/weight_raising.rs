@@ -1,7 +1,8 @@
-//! Low-latency heuristics (`schedulers.md` §1.8): interactive and soft real-time weight raising, their ends, and
-//! async raising. Active only with `low_latency = 1`.
+//! Low-latency heuristics (`bfq_update_bfqq_wr_on_rq_arrival`, `bfq_update_wr_data`, `bfq_bfqq_softrt_next_start`):
+//! interactive and soft real-time weight raising, their ends, and async raising. Active only with `low_latency = 1`.
 
-use super::{Bfq, NONE};
+use super::ids::QueueId;
+use super::Bfq;
 use crate::types::{Time, MS, SEC};
 
 /// Interactive raising lasts at least this long (ns): 3 s.
@@ -101,14 +102,14 @@ impl Bfq {
     }
 
     /// Changes the raising coefficient of `q`, keeping the counters and the (lazily applied) weight in step.
-    pub(crate) fn set_wr_coeff(&mut self, q: u32, coeff: u32) {
+    pub(crate) fn set_wr_coeff(&mut self, q: QueueId, coeff: u32) {
         let old = self.q(q).wr.coeff;
         if old == coeff {
             return;
         }
         if self.q(q).busy {
             if old > 1 && coeff == 1 {
-                self.wr_busy_queues = self.wr_busy_queues.saturating_sub(1);
+                crate::counter::dec(&mut self.wr_busy_queues, "wr_busy_queues");
             } else if old == 1 && coeff > 1 {
                 self.wr_busy_queues += 1;
             }
@@ -121,7 +122,7 @@ impl Bfq {
     }
 
     /// Whether an idle→busy switch of `q` at `now` makes it (interactive, soft real-time).
-    pub(crate) fn wr_candidate(&self, q: u32, now: Time) -> (bool, bool) {
+    pub(crate) fn wr_candidate(&self, q: QueueId, now: Time) -> (bool, bool) {
         if !self.p.low_latency {
             return (false, false);
         }
@@ -141,7 +142,7 @@ impl Bfq {
     }
 
     /// Starts or renews raising on an idle→busy switch (`bfq_update_bfqq_wr_on_rq_arrival`).
-    pub(crate) fn wr_on_arrival(&mut self, q: u32, interactive: bool, soft_rt: bool, now: Time) {
+    pub(crate) fn wr_on_arrival(&mut self, q: QueueId, interactive: bool, soft_rt: bool, now: Time) {
         let qq = self.q(q);
         if !self.p.low_latency || !qq.sync || qq.merge.coop {
             return;
@@ -157,9 +158,8 @@ impl Bfq {
         let two_min = 2 * self.budgets.min_budget();
         let cut_budget = |b: &mut Bfq| {
             let e = b.q(q).entity;
-            if let Some(en) = b.wf.ent_mut(e) {
-                en.budget = en.budget.min(two_min);
-            }
+            let budget = b.wf.entity(e).map_or(0, |en| en.budget);
+            b.wf.set_budget(e, budget.min(two_min));
         };
         if qq.wr.coeff == 1 {
             if interactive {
@@ -203,7 +203,7 @@ impl Bfq {
     }
 
     /// Resets the per-backlog counters at an idle→busy switch.
-    pub(crate) fn wr_on_idle_busy(&mut self, q: u32, now: Time) {
+    pub(crate) fn wr_on_idle_busy(&mut self, q: QueueId, now: Time) {
         let w = &mut self.qm(q).wr;
         w.last_idle_bklogged = now;
         w.service_from_backlogged = 0;
@@ -211,7 +211,7 @@ impl Bfq {
     }
 
     /// Async raising: a busy, non-raised async queue receiving a request long after its previous one.
-    pub(crate) fn async_raise_on_arrival(&mut self, q: u32, sync: bool, now: Time) {
+    pub(crate) fn async_raise_on_arrival(&mut self, q: QueueId, sync: bool, now: Time) {
         let qq = self.q(q);
         if !self.p.low_latency || sync || qq.sync || qq.wr.coeff != 1 || !qq.busy {
             return;
@@ -229,7 +229,7 @@ impl Bfq {
     }
 
     /// Accounts service for the raising limits.
-    pub(crate) fn wr_on_served(&mut self, q: u32, charge: u64) {
+    pub(crate) fn wr_on_served(&mut self, q: QueueId, charge: u64) {
         let w = &mut self.qm(q).wr;
         if w.coeff > 1 {
             w.service_from_wr = w.service_from_wr.saturating_add(charge);
@@ -238,7 +238,7 @@ impl Bfq {
     }
 
     /// Ends raising.
-    pub(crate) fn end_wr(&mut self, q: u32, now: Time) {
+    pub(crate) fn end_wr(&mut self, q: QueueId, now: Time) {
         self.set_wr_coeff(q, 1);
         let w = &mut self.qm(q).wr;
         w.kind = WrKind::None;
@@ -250,7 +250,7 @@ impl Bfq {
     /// `bfq_update_wr_data`, at each dispatch of the in-service queue: ends raising when its time or service is
     /// up, when the queue joined a large burst, or when a soft real-time queue turned totally seeky; an expired
     /// soft real-time period falls back to an interrupted interactive one that is still running.
-    pub(crate) fn update_wr_data(&mut self, q: u32, now: Time) {
+    pub(crate) fn update_wr_data(&mut self, q: QueueId, now: Time) {
         let w = self.q(q).wr;
         if w.coeff <= 1 {
             return;
@@ -284,7 +284,7 @@ impl Bfq {
         }
     }
 
-    fn softrt_next_start(&self, q: u32, now: Time) -> Time {
+    fn softrt_next_start(&self, q: QueueId, now: Time) -> Time {
         let w = self.q(q).wr;
         let rate = self.p.wr_max_softrt_rate.max(1);
         let by_rate = w
@@ -297,7 +297,7 @@ impl Bfq {
     }
 
     /// At expiration: plans the earliest soft real-time reactivation if the queue is drained.
-    pub(crate) fn softrt_on_expire(&mut self, q: u32, now: Time) {
+    pub(crate) fn softrt_on_expire(&mut self, q: QueueId, now: Time) {
         if !self.p.low_latency || self.p.wr_max_softrt_rate == 0 || !self.q(q).rqs.is_empty() {
             return;
         }
@@ -313,14 +313,125 @@ impl Bfq {
     }
 
     /// At a completion: the deferred soft real-time planning of a queue that is now drained.
-    pub(crate) fn softrt_on_completion(&mut self, q: u32, now: Time) {
+    pub(crate) fn softrt_on_completion(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
-        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != q {
+        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != Some(q) {
             let t = self.softrt_next_start(q, now);
             let w = &mut self.qm(q).wr;
             w.soft_rt_next_start = t;
             w.softrt_update = false;
         }
-        let _ = NONE;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::peak_rate::{REF_RATE_NONROT, REF_RATE_ROT};
+    use super::super::tests::{bfq, checked};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId};
+
+    fn read(id: u64, flow: u32, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+    }
+
+    // The raising length is the reference duration at the reference rate, inversely proportional to the peak
+    // rate, within 3..25 s.
+    #[test]
+    fn raising_length_follows_the_peak_rate_within_bounds() {
+        assert_eq!(wr_duration(true, REF_RATE_ROT), WR_REF_DURATION_ROT);
+        assert_eq!(wr_duration(true, 2 * REF_RATE_ROT), WR_REF_DURATION_ROT / 2);
+        assert_eq!(wr_duration(false, REF_RATE_NONROT / 2), 2 * WR_REF_DURATION_NONROT);
+        // The non-rotational reference (2.5 s) is below the 3 s minimum, so at its reference rate the minimum wins.
+        assert_eq!(wr_duration(false, REF_RATE_NONROT), WR_DURATION_MIN);
+        assert_eq!(wr_duration(true, 100 * REF_RATE_ROT), WR_DURATION_MIN);
+        assert_eq!(wr_duration(true, REF_RATE_ROT / 100), WR_DURATION_MAX);
+    }
+
+    // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
+    // scheduled with is the original weight times the coefficient, for the current raising length; the raising
+    // is still on just before that length has passed and over just after, which restores the weight.
+    #[test]
+    fn interactive_raising_multiplies_the_weight_for_its_duration() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        checked(&b);
+        let q = b.flows[&1].sync_q.unwrap();
+        let (orig, coeff) = (b.q(q).orig_weight, b.q(q).wr.coeff);
+        assert_eq!(orig, 40);
+        assert_eq!(coeff, 30);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, orig * coeff);
+        assert_eq!(b.wr_busy_queues, 1);
+        let dur = b.wr_duration();
+        assert_eq!(b.q(q).wr.cur_max_time, dur);
+        b.update_wr_data(q, dur);
+        assert_eq!(b.q(q).wr.coeff, 30, "raised until the length has passed");
+        b.update_wr_data(q, dur + 1);
+        assert_eq!(b.q(q).wr.coeff, 1);
+        assert_eq!(b.q(q).wr.kind, WrKind::None);
+        assert_eq!(b.wr_busy_queues, 0);
+        checked(&b);
+    }
+
+    // Interactive raising also ends once the queue has received more than MAX_SERVICE_FROM_WR sectors raised.
+    #[test]
+    fn interactive_raising_ends_after_too_much_service() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        b.wr_on_served(q, MAX_SERVICE_FROM_WR);
+        b.update_wr_data(q, MS);
+        assert_eq!(b.q(q).wr.coeff, 30, "exactly the limit is still allowed");
+        b.wr_on_served(q, 1);
+        b.update_wr_data(q, MS);
+        assert_eq!(b.q(q).wr.coeff, 1);
+    }
+
+    // Without low_latency no queue is raised, and a flow that was busy a moment ago (within wr_min_idle_time)
+    // is not an interactive candidate.
+    #[test]
+    fn no_raising_without_low_latency_or_idleness() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.coeff, 1);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, 40);
+
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        b.qm(q).became_idle_at = Some(SEC);
+        let min_idle = b.p.wr_min_idle_time;
+        assert!(
+            !b.wr_candidate(q, SEC + min_idle).0,
+            "idle for exactly wr_min_idle_time"
+        );
+        assert!(b.wr_candidate(q, SEC + min_idle + 1).0);
+    }
+
+    // A soft real-time period that expires falls back to the interactive period it interrupted, if that one is
+    // still running, with the interactive coefficient.
+    #[test]
+    fn expired_soft_rt_period_resumes_the_interrupted_interactive_one() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        let rt = b.p.wr_rt_max_time;
+        b.wr_on_arrival(q, false, true, 100 * MS);
+        assert_eq!(b.q(q).wr.kind, WrKind::SoftRt);
+        assert_eq!(b.q(q).wr.coeff, 30 * super::super::tunables::SOFTRT_WR_FACTOR);
+        assert_eq!(b.q(q).wr.start_at_switch_to_srt, Some(0));
+        b.update_wr_data(q, 100 * MS + rt + 1);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.q(q).wr.coeff, 30);
+        assert_eq!(b.q(q).wr.last_start_finish, 0, "the interactive period keeps its start");
     }
 }

@@ -1,6 +1,7 @@
-//! B-WF2Q+: the fair-queueing engine of BFQ (`schedulers.md` §1.2).
+//! B-WF2Q+: the fair-queueing engine of BFQ (the kernel's `bfq-wf2q.c`: `__bfq_activate_entity`, `bfq_calc_finish`,
+//! `bfq_lookup_next_entity`; docs/SCHEDULERS.md, BFQ).
 //!
-//! Entities (queues and groups) live in one arena. Each group owns a [`SchedData`] with one [`ServiceTree`] per
+//! Entities (queues and groups) live in one arena. Each group owns scheduling data with one service tree per
 //! I/O class; classes are served in strict priority RT > BE > IDLE, except that a backlogged IDLE class is served
 //! when it has not been for [`CLASS_IDLE_TIMEOUT`].
 //!
@@ -13,6 +14,10 @@
 //! the plain `u64` order: at 2 M sectors/s with a weight sum of 1 the 64-bit space lasts about 24 days of continuous
 //! service, and proportionally longer with larger weight sums (the default weight is 40).
 
+use super::ids::{EntityId, QueueId, SdId};
+use crate::ensure_invariant;
+use crate::scheduler::InvariantViolation;
+use crate::slab::{Slab, SlabKey};
 use crate::types::{Time, MS};
 use std::collections::BTreeSet;
 
@@ -30,8 +35,8 @@ pub const CLASSES: usize = 3;
 /// Index of the IDLE class's service tree.
 pub const IDLE_CLASS: usize = 2;
 
-/// Marks "no entity" in links and slots.
-pub const NONE: u32 = u32::MAX;
+/// Marks "no node" in the treap's child links (raw slot indices, private to the treap).
+const NIL: u32 = u32::MAX;
 
 /// Virtual-time cost of `service` sectors at `weight`: `(service << WFQ_SERVICE_SHIFT) / weight`.
 pub fn delta(service: u64, weight: u64) -> u64 {
@@ -73,15 +78,38 @@ pub enum Place {
 /// What an entity schedules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
-    /// A BFQ queue (index into the policy's queue slab).
-    Queue(u32),
-    /// A group (index of its [`SchedData`]).
-    Group(u32),
+    /// A BFQ queue of the policy.
+    Queue(QueueId),
+    /// A group, by its scheduling data.
+    Group(SdId),
+}
+
+/// What an entity's owner may read about it: a copy of its public facts, from [`Wf2q::entity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntityFacts {
+    /// Virtual start time (fixed point, see [`WFQ_SERVICE_SHIFT`]).
+    pub start: u64,
+    /// Virtual finish time (fixed point).
+    pub finish: u64,
+    /// Budget of the current slot (sectors).
+    pub budget: u64,
+    /// Service received in the current slot (sectors).
+    pub service: u64,
+    /// Weight in force (weight units).
+    pub weight: u32,
+    /// I/O class index (0 RT, 1 BE, 2 IDLE).
+    pub class: u8,
+    /// The group's sched data this entity is scheduled in.
+    pub parent: SdId,
+    /// What it schedules.
+    pub owner: Owner,
+    /// Where it is.
+    pub place: Place,
 }
 
 /// A schedulable entity: a queue or a group.
 #[derive(Debug, Clone)]
-pub struct Entity {
+struct Entity {
     /// Virtual start time.
     pub start: u64,
     /// Virtual finish time.
@@ -96,8 +124,8 @@ pub struct Entity {
     pub new_weight: u32,
     /// I/O class index (0 RT, 1 BE, 2 IDLE).
     pub class: u8,
-    /// Index of the [`SchedData`] this entity is scheduled in.
-    pub parent: u32,
+    /// The [`SchedData`] this entity is scheduled in.
+    pub parent: SdId,
     /// What it schedules.
     pub owner: Owner,
     /// Where it is.
@@ -121,21 +149,22 @@ const EMPTY_NODE: Node = Node {
     finish: 0,
     start: 0,
     min_start: 0,
-    left: NONE,
-    right: NONE,
+    left: NIL,
+    right: NIL,
     prio: 0,
 };
 
 /// One per-class service tree.
 #[derive(Debug, Clone, Default)]
-pub struct ServiceTree {
-    /// System virtual time.
-    pub vtime: u64,
-    /// Sum of the weights of active, in-service and idle-tree entities.
-    pub wsum: u64,
+struct ServiceTree {
+    /// System virtual time (fixed point).
+    vtime: u64,
+    /// Sum of the weights of active, in-service and idle-tree entities (weight units).
+    wsum: u64,
+    /// Root of the active treap (raw entity slot index), or `NIL`.
     root: u32,
     /// Idle tree ordered by finish time.
-    idle: BTreeSet<(u64, u32)>,
+    idle: BTreeSet<(u64, EntityId)>,
 }
 
 impl ServiceTree {
@@ -143,44 +172,40 @@ impl ServiceTree {
         ServiceTree {
             vtime: 0,
             wsum: 0,
-            root: NONE,
+            root: NIL,
             idle: BTreeSet::new(),
         }
     }
     /// True if no entity is backlogged on this tree.
-    pub fn is_empty(&self) -> bool {
-        self.root == NONE
-    }
-    /// Entities on the idle tree.
-    pub fn idle_len(&self) -> usize {
-        self.idle.len()
+    fn is_empty(&self) -> bool {
+        self.root == NIL
     }
 }
 
 /// Scheduling data of one group: per-class trees and the entity in service at this level.
 #[derive(Debug, Clone)]
-pub struct SchedData {
+struct SchedData {
     /// Per-class service trees (RT, BE, IDLE).
-    pub trees: [ServiceTree; CLASSES],
-    /// Entity in service at this level, or [`NONE`].
-    pub in_service: u32,
+    trees: [ServiceTree; CLASSES],
+    /// Entity in service at this level.
+    in_service: Option<EntityId>,
     /// Last time (ns) the IDLE class was (about to be) served at this level.
-    pub idle_class_last_service: Time,
-    /// The group's own entity in its parent, or [`NONE`] for the root.
-    pub owner: u32,
+    idle_class_last_service: Time,
+    /// The group's own entity in its parent; `None` for the root.
+    owner: Option<EntityId>,
 }
 
 impl SchedData {
-    fn new(owner: u32) -> Self {
+    fn new(owner: Option<EntityId>) -> Self {
         SchedData {
             trees: [ServiceTree::new(), ServiceTree::new(), ServiceTree::new()],
-            in_service: NONE,
+            in_service: None,
             idle_class_last_service: 0,
             owner,
         }
     }
     /// True if some entity is backlogged at this level.
-    pub fn has_active(&self) -> bool {
+    fn has_active(&self) -> bool {
         self.trees.iter().any(|t| !t.is_empty())
     }
 }
@@ -189,11 +214,12 @@ impl SchedData {
 #[derive(Debug, Clone)]
 pub struct Wf2q {
     /// Entity arena.
-    pub ents: Vec<Entity>,
-    free: Vec<u32>,
-    /// Per-group scheduling data; index 0 is the root group.
-    pub sds: Vec<SchedData>,
+    ents: Slab<EntityId, Entity>,
+    /// Per-group scheduling data, indexed by [`SdId::slot`]; [`SdId::ROOT`] is the root group.
+    sds: Vec<SchedData>,
+    /// Treap node of each entity slot, indexed by the entity's raw slot index.
     nodes: Vec<Node>,
+    /// Counter mixed with the slot index into each inserted node's treap priority (deterministic).
     seed: u32,
 }
 
@@ -214,24 +240,23 @@ impl Wf2q {
     /// A hierarchy with only the root group.
     pub fn new() -> Self {
         Wf2q {
-            ents: Vec::new(),
-            free: Vec::new(),
-            sds: vec![SchedData::new(NONE)],
+            ents: Slab::new(),
+            sds: vec![SchedData::new(None)],
             nodes: Vec::new(),
             seed: 1,
         }
     }
 
     /// Adds a group scheduled under `parent_sd` with `weight`; returns its sched-data index.
-    pub fn new_group(&mut self, parent_sd: u32, weight: u32) -> u32 {
-        let sd = self.sds.len() as u32;
+    pub fn new_group(&mut self, parent_sd: SdId, weight: u32) -> SdId {
+        let sd = SdId::at(self.sds.len());
         let e = self.new_entity(parent_sd, weight, 1, Owner::Group(sd));
-        self.sds.push(SchedData::new(e));
+        self.sds.push(SchedData::new(Some(e)));
         sd
     }
 
     /// Adds an entity (out of every tree) and returns its id.
-    pub fn new_entity(&mut self, parent_sd: u32, weight: u32, class: u8, owner: Owner) -> u32 {
+    pub fn new_entity(&mut self, parent_sd: SdId, weight: u32, class: u8, owner: Owner) -> EntityId {
         let w = weight.max(1);
         let ent = Entity {
             start: 0,
@@ -245,39 +270,31 @@ impl Wf2q {
             owner,
             place: Place::Out,
         };
-        if let Some(id) = self.free.pop() {
-            if let Some(slot) = self.ents.get_mut(id as usize) {
-                *slot = ent;
-                self.nodes[id as usize] = EMPTY_NODE;
-                return id;
-            }
+        let id = self.ents.insert(ent);
+        let i = id.index() as usize;
+        if i < self.nodes.len() {
+            self.nodes[i] = EMPTY_NODE;
+        } else {
+            self.nodes.push(EMPTY_NODE);
         }
-        self.ents.push(ent);
-        self.nodes.push(EMPTY_NODE);
-        (self.ents.len() - 1) as u32
+        id
     }
 
     /// Frees an entity that is not active or in service (forgetting it if it is on the idle tree).
-    pub fn free_entity(&mut self, e: u32) {
-        let Some(ent) = self.ents.get(e as usize) else { return };
+    pub fn free_entity(&mut self, e: EntityId) {
+        let Some(ent) = self.ents.get(e) else { return };
         match ent.place {
             Place::Idle => self.forget(e),
             Place::Out => {}
             Place::Active | Place::InService => return,
         }
-        self.free.push(e);
+        self.ents.remove(e);
     }
 
-    fn st(&mut self, e: u32) -> &mut ServiceTree {
-        let ent = &self.ents[e as usize];
-        let (p, c) = (ent.parent as usize, ent.class as usize);
+    fn st(&mut self, e: EntityId) -> &mut ServiceTree {
+        let ent = &self.ents[e];
+        let (p, c) = (ent.parent.slot(), ent.class as usize);
         &mut self.sds[p].trees[c]
-    }
-
-    /// The service tree `e` is scheduled on.
-    pub fn tree_of(&self, e: u32) -> &ServiceTree {
-        let ent = &self.ents[e as usize];
-        &self.sds[ent.parent as usize].trees[ent.class as usize]
     }
 
     // ---- treap keyed by (finish, id), augmented with the subtree minimum start ----
@@ -289,10 +306,10 @@ impl Wf2q {
     fn pull(&mut self, x: u32) {
         let n = self.nodes[x as usize];
         let mut m = n.start;
-        if n.left != NONE {
+        if n.left != NIL {
             m = m.min(self.nodes[n.left as usize].min_start);
         }
-        if n.right != NONE {
+        if n.right != NIL {
             m = m.min(self.nodes[n.right as usize].min_start);
         }
         self.nodes[x as usize].min_start = m;
@@ -300,8 +317,8 @@ impl Wf2q {
 
     /// Splits `t` into keys `< k` and `>= k`.
     fn split(&mut self, t: u32, k: (u64, u32)) -> (u32, u32) {
-        if t == NONE {
-            return (NONE, NONE);
+        if t == NIL {
+            return (NIL, NIL);
         }
         if self.key(t) < k {
             let (a, b) = self.split(self.nodes[t as usize].right, k);
@@ -317,10 +334,10 @@ impl Wf2q {
     }
 
     fn merge(&mut self, a: u32, b: u32) -> u32 {
-        if a == NONE {
+        if a == NIL {
             return b;
         }
-        if b == NONE {
+        if b == NIL {
             return a;
         }
         if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
@@ -337,7 +354,7 @@ impl Wf2q {
     }
 
     fn t_insert(&mut self, t: u32, n: u32) -> u32 {
-        if t == NONE {
+        if t == NIL {
             return n;
         }
         if self.nodes[n as usize].prio > self.nodes[t as usize].prio {
@@ -362,13 +379,13 @@ impl Wf2q {
     }
 
     fn t_remove(&mut self, t: u32, n: u32) -> u32 {
-        if t == NONE {
-            return NONE;
+        if t == NIL {
+            return NIL;
         }
         if t == n {
             let x = self.nodes[t as usize];
-            self.nodes[t as usize].left = NONE;
-            self.nodes[t as usize].right = NONE;
+            self.nodes[t as usize].left = NIL;
+            self.nodes[t as usize].right = NIL;
             return self.merge(x.left, x.right);
         }
         if self.key(n) < self.key(t) {
@@ -385,9 +402,9 @@ impl Wf2q {
     /// The eligible (`S <= v`) entity with the smallest finish time under `t`, in one root-to-leaf walk.
     fn first_eligible(&self, t: u32, v: u64) -> u32 {
         let mut x = t;
-        while x != NONE {
+        while x != NIL {
             let n = &self.nodes[x as usize];
-            if n.left != NONE && self.nodes[n.left as usize].min_start <= v {
+            if n.left != NIL && self.nodes[n.left as usize].min_start <= v {
                 x = n.left;
             } else if n.start <= v {
                 return x;
@@ -395,65 +412,77 @@ impl Wf2q {
                 x = n.right;
             }
         }
-        NONE
+        NIL
     }
 
-    /// Minimum start time in the tree rooted at `t` (`t` must not be [`NONE`]).
+    /// Minimum start time in the tree rooted at `t` (`t` must not be [`NIL`]).
     fn min_start(&self, t: u32) -> u64 {
         self.nodes[t as usize].min_start
     }
 
-    fn active_insert(&mut self, e: u32) {
+    fn active_insert(&mut self, e: EntityId) {
         self.seed = self.seed.wrapping_add(1);
-        let prio = mix(self.seed ^ e.rotate_left(16));
+        let x = e.index();
+        let prio = mix(self.seed ^ x.rotate_left(16));
         let (start, finish) = {
-            let ent = &mut self.ents[e as usize];
+            let ent = &mut self.ents[e];
             ent.place = Place::Active;
             (ent.start, ent.finish)
         };
-        self.nodes[e as usize] = Node {
+        self.nodes[x as usize] = Node {
             finish,
             start,
             min_start: start,
-            left: NONE,
-            right: NONE,
+            left: NIL,
+            right: NIL,
             prio,
         };
         let root = self.st(e).root;
-        let r = self.t_insert(root, e);
+        let r = self.t_insert(root, x);
         self.st(e).root = r;
     }
 
-    fn active_remove(&mut self, e: u32) {
+    fn active_remove(&mut self, e: EntityId) {
         let root = self.st(e).root;
-        let r = self.t_remove(root, e);
+        let r = self.t_remove(root, e.index());
         self.st(e).root = r;
     }
 
-    fn apply_weight(&mut self, e: u32) {
-        let (old, new) = (self.ents[e as usize].weight, self.ents[e as usize].new_weight);
+    /// `bfq_calc_finish`: `F = S + delta(budget, weight)`.
+    fn calc_finish(&mut self, e: EntityId) {
+        let ent = &mut self.ents[e];
+        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+    }
+
+    fn apply_weight(&mut self, e: EntityId) {
+        let (old, new) = (self.ents[e].weight, self.ents[e].new_weight);
         if old != new {
             let st = self.st(e);
             st.wsum = st.wsum.saturating_sub(u64::from(old)) + u64::from(new);
-            self.ents[e as usize].weight = new;
+            self.ents[e].weight = new;
         }
     }
 
     /// Removes an idle-tree entity and its weight from the weight sum.
-    fn forget(&mut self, e: u32) {
-        let f = self.ents[e as usize].finish;
-        let w = u64::from(self.ents[e as usize].weight);
+    fn forget(&mut self, e: EntityId) {
+        let f = self.ents[e].finish;
+        let w = u64::from(self.ents[e].weight);
         let st = self.st(e);
         st.idle.remove(&(f, e));
         st.wsum = st.wsum.saturating_sub(w);
-        self.ents[e as usize].place = Place::Out;
+        self.ents[e].place = Place::Out;
     }
 
-    /// `forget_idle`: when nothing is active, let virtual time catch up with the idle tree; then drop the first
-    /// idle entity if its finish time has been reached.
+    /// `bfq_forget_idle`: when nothing is active and the last idle entity's finish time has been reached, set
+    /// virtual time to that finish time; then drop the first idle entity if its finish time has been reached.
+    ///
+    /// The first step keeps the kernel's condition (the last idle finish time is not after virtual time), under
+    /// which the new value is never after the old one: virtual time steps *back* to the last idle finish time
+    /// when it was past it (observed in `bfq reproduce --quick`). So virtual time is not monotonic here, and
+    /// [`Wf2q::check_invariants`] does not assert that it is.
     fn forget_idle(&mut self, sd: usize, class: usize) {
         let st = &mut self.sds[sd].trees[class];
-        if st.root == NONE {
+        if st.root == NIL {
             if let Some(&(lf, _)) = st.idle.last() {
                 if !vt_gt(lf, st.vtime) {
                     st.vtime = lf;
@@ -469,8 +498,8 @@ impl Wf2q {
 
     /// Schedules the idle (or out) entity `e`, back-shifting its timestamps if `backshift`; `wr_coeff` limits how
     /// far back-shifted stamps may lag the system virtual time. Ancestor groups are activated or repositioned.
-    pub fn activate(&mut self, e: u32, backshift: bool, wr_coeff: u32) {
-        let Some(ent) = self.ents.get(e as usize) else { return };
+    pub fn activate(&mut self, e: EntityId, backshift: bool, wr_coeff: u32) {
+        let Some(ent) = self.ents.get(e) else { return };
         let place = ent.place;
         let f_old = ent.finish;
         let vtime = self.st(e).vtime;
@@ -479,17 +508,17 @@ impl Wf2q {
             Place::Active | Place::InService => return,
             Place::Idle => {
                 self.st(e).idle.remove(&(f_old, e));
-                self.ents[e as usize].start = vt_max(min_vstart, f_old);
+                self.ents[e].start = vt_max(min_vstart, f_old);
             }
             Place::Out => {
-                let w = u64::from(self.ents[e as usize].weight);
+                let w = u64::from(self.ents[e].weight);
                 self.st(e).wsum += w;
-                self.ents[e as usize].start = min_vstart;
+                self.ents[e].start = min_vstart;
             }
         }
         self.apply_weight(e);
-        let ent = &mut self.ents[e as usize];
-        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+        self.calc_finish(e);
+        let ent = &mut self.ents[e];
         if backshift && vt_gt(vtime, ent.finish) {
             let d = vtime.wrapping_sub(ent.finish) / u64::from(wr_coeff.max(1));
             ent.start = ent.start.wrapping_add(d);
@@ -500,8 +529,8 @@ impl Wf2q {
     }
 
     /// Changes the budget of an active (not in-service) entity and repositions it: `F = S + delta(budget)`.
-    pub fn reposition(&mut self, e: u32, budget: u64) {
-        let Some(ent) = self.ents.get_mut(e as usize) else {
+    pub fn reposition(&mut self, e: EntityId, budget: u64) {
+        let Some(ent) = self.ents.get_mut(e) else {
             return;
         };
         ent.budget = budget;
@@ -510,38 +539,35 @@ impl Wf2q {
         }
         self.active_remove(e);
         self.apply_weight(e);
-        let ent = &mut self.ents[e as usize];
-        ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+        self.calc_finish(e);
         self.active_insert(e);
         self.update_ancestors(e);
     }
 
     /// After a change under `e`'s parent group, activate or reposition the ancestors with the group's new budget
     /// (a group's budget is that of its next entity in service).
-    fn update_ancestors(&mut self, e: u32) {
+    fn update_ancestors(&mut self, e: EntityId) {
         let mut cur = e;
         loop {
-            let sd = self.ents[cur as usize].parent;
-            let g = self.sds[sd as usize].owner;
-            if g == NONE {
+            let sd = self.ents[cur].parent;
+            let Some(g) = self.sds[sd.slot()].owner else {
                 return;
-            }
-            let budget = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
-            match self.ents[g as usize].place {
+            };
+            let budget = self.peek(sd, 0).map_or(0, |c| self.ents[c].budget);
+            match self.ents[g].place {
                 Place::InService => return,
                 Place::Active => {
-                    if self.ents[g as usize].budget == budget {
+                    if self.ents[g].budget == budget {
                         return;
                     }
-                    self.ents[g as usize].budget = budget;
+                    self.ents[g].budget = budget;
                     self.active_remove(g);
                     self.apply_weight(g);
-                    let ge = &mut self.ents[g as usize];
-                    ge.finish = ge.start.wrapping_add(delta(ge.budget, u64::from(ge.weight)));
+                    self.calc_finish(g);
                     self.active_insert(g);
                 }
                 Place::Idle | Place::Out => {
-                    self.ents[g as usize].budget = budget;
+                    self.ents[g].budget = budget;
                     // Activating the group walks further up by itself.
                     self.activate(g, false, 1);
                     return;
@@ -552,11 +578,11 @@ impl Wf2q {
     }
 
     /// Charges `s` sectors to `e` and each ancestor, advancing each level's virtual time.
-    pub fn served(&mut self, e: u32, s: u64) {
-        let mut cur = e;
-        while let Some(ent) = self.ents.get_mut(cur as usize) {
+    pub fn served(&mut self, e: EntityId, s: u64) {
+        let mut cur = Some(e);
+        while let Some(ent) = cur.and_then(|c| self.ents.get_mut(c)) {
             ent.service = ent.service.saturating_add(s);
-            let (sd, class) = (ent.parent as usize, ent.class as usize);
+            let (sd, class) = (ent.parent.slot(), ent.class as usize);
             let st = &mut self.sds[sd].trees[class];
             st.vtime = st.vtime.wrapping_add(delta(s, st.wsum));
             self.forget_idle(sd, class);
@@ -565,20 +591,20 @@ impl Wf2q {
     }
 
     /// The entity a lookup at level `sd` would choose at time `now`, without changing anything.
-    pub fn peek(&self, sd: u32, now: Time) -> Option<u32> {
-        let sdd = self.sds.get(sd as usize)?;
+    fn peek(&self, sd: SdId, now: Time) -> Option<EntityId> {
+        let sdd = self.sds.get(sd.slot())?;
         let idle_first =
             now > sdd.idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) && !sdd.trees[IDLE_CLASS].is_empty();
         let order: [usize; 3] = if idle_first { [2, 0, 1] } else { [0, 1, 2] };
         for c in order {
             let st = &sdd.trees[c];
-            if st.root == NONE {
+            if st.root == NIL {
                 continue;
             }
             let v = vt_max(st.vtime, self.min_start(st.root));
             let x = self.first_eligible(st.root, v);
-            if x != NONE {
-                return Some(x);
+            if x != NIL {
+                return self.ents.key_at(x);
             }
         }
         None
@@ -586,8 +612,8 @@ impl Wf2q {
 
     /// A committed lookup at level `sd`: applies the IDLE-class 200 ms rule and, if nothing is in service at this
     /// level, moves virtual time up so that some entity is eligible.
-    fn lookup(&mut self, sd: u32, now: Time) -> Option<u32> {
-        let s = sd as usize;
+    fn lookup(&mut self, sd: SdId, now: Time) -> Option<EntityId> {
+        let s = sd.slot();
         let mut order: [usize; 3] = [0, 1, 2];
         if now > self.sds[s].idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) {
             if !self.sds[s].trees[IDLE_CLASS].is_empty() {
@@ -595,10 +621,10 @@ impl Wf2q {
             }
             self.sds[s].idle_class_last_service = now;
         }
-        let no_in_service = self.sds[s].in_service == NONE;
+        let no_in_service = self.sds[s].in_service.is_none();
         for c in order {
             let root = self.sds[s].trees[c].root;
-            if root == NONE {
+            if root == NIL {
                 continue;
             }
             let v = vt_max(self.sds[s].trees[c].vtime, self.min_start(root));
@@ -607,8 +633,8 @@ impl Wf2q {
                 self.forget_idle(s, c);
             }
             let x = self.first_eligible(root, v);
-            if x != NONE {
-                return Some(x);
+            if x != NIL {
+                return self.ents.key_at(x);
             }
         }
         None
@@ -616,16 +642,16 @@ impl Wf2q {
 
     /// Chooses the next queue entity from the root down, putting every entity on the path in service
     /// (removed from its active tree, `service = 0`).
-    pub fn next_in_service(&mut self, now: Time) -> Option<u32> {
-        let mut sd = 0u32;
+    pub fn next_in_service(&mut self, now: Time) -> Option<EntityId> {
+        let mut sd = SdId::ROOT;
         for _ in 0..64 {
             let e = self.lookup(sd, now)?;
             self.active_remove(e);
-            let ent = &mut self.ents[e as usize];
+            let ent = &mut self.ents[e];
             ent.place = Place::InService;
             ent.service = 0;
             let owner = ent.owner;
-            self.sds[sd as usize].in_service = e;
+            self.sds[sd.slot()].in_service = Some(e);
             match owner {
                 Owner::Queue(_) => return Some(e),
                 Owner::Group(g) => sd = g,
@@ -637,78 +663,75 @@ impl Wf2q {
     /// Ends the service of in-service leaf `leaf` and of its in-service ancestors: each is requeued with the
     /// service it received (`S = S + service/w`) if still backlogged, or deactivated (to the idle tree if its
     /// finish time is ahead of virtual time). Ancestors' service is reset to 0; the leaf's is left to the caller.
-    pub fn expire_path(&mut self, leaf: u32, leaf_busy: bool) {
+    pub fn expire_path(&mut self, leaf: EntityId, leaf_busy: bool) {
         let mut e = leaf;
         let mut busy = leaf_busy;
         for _ in 0..64 {
-            let Some(ent) = self.ents.get(e as usize) else { return };
+            let Some(ent) = self.ents.get(e) else { return };
             if ent.place != Place::InService {
                 return;
             }
             let sd = ent.parent;
-            if self.sds[sd as usize].in_service == e {
-                self.sds[sd as usize].in_service = NONE;
+            if self.sds[sd.slot()].in_service == Some(e) {
+                self.sds[sd.slot()].in_service = None;
             }
             {
-                let ent = &mut self.ents[e as usize];
+                let ent = &mut self.ents[e];
                 ent.finish = ent.start.wrapping_add(delta(ent.service, u64::from(ent.weight)));
             }
             if busy {
-                self.ents[e as usize].start = self.ents[e as usize].finish;
+                self.ents[e].start = self.ents[e].finish;
                 self.apply_weight(e);
-                let ent = &mut self.ents[e as usize];
-                ent.finish = ent.start.wrapping_add(delta(ent.budget, u64::from(ent.weight)));
+                self.calc_finish(e);
                 self.active_insert(e);
             } else {
                 self.park_or_forget(e);
             }
             if e != leaf {
-                self.ents[e as usize].service = 0;
+                self.ents[e].service = 0;
             }
-            let g = self.sds[sd as usize].owner;
-            if g == NONE {
+            let Some(g) = self.sds[sd.slot()].owner else {
                 return;
-            }
-            busy = self.sds[sd as usize].has_active();
+            };
+            busy = self.sds[sd.slot()].has_active();
             if busy {
-                let b = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
-                self.ents[g as usize].budget = b;
+                let b = self.peek(sd, 0).map_or(0, |c| self.ents[c].budget);
+                self.ents[g].budget = b;
             }
             e = g;
         }
     }
 
-    fn park_or_forget(&mut self, e: u32) {
-        let (f, w) = (self.ents[e as usize].finish, u64::from(self.ents[e as usize].weight));
+    fn park_or_forget(&mut self, e: EntityId) {
+        let (f, w) = (self.ents[e].finish, u64::from(self.ents[e].weight));
         let st = self.st(e);
         if vt_gt(f, st.vtime) {
             st.idle.insert((f, e));
-            self.ents[e as usize].place = Place::Idle;
+            self.ents[e].place = Place::Idle;
         } else {
             st.wsum = st.wsum.saturating_sub(w);
-            self.ents[e as usize].place = Place::Out;
+            self.ents[e].place = Place::Out;
         }
     }
 
     /// Deactivates an active (not in-service) entity that is no longer backlogged, onto the idle tree if its
     /// finish time is ahead of virtual time; ancestors left without backlog are deactivated too.
-    pub fn deactivate(&mut self, e: u32) {
+    pub fn deactivate(&mut self, e: EntityId) {
         let mut cur = e;
         for _ in 0..64 {
-            let Some(ent) = self.ents.get(cur as usize) else { return };
+            let Some(ent) = self.ents.get(cur) else { return };
             if ent.place != Place::Active {
                 return;
             }
             self.active_remove(cur);
             self.park_or_forget(cur);
-            let sd = self.ents[cur as usize].parent;
-            let g = self.sds[sd as usize].owner;
-            if g == NONE {
+            let sd = self.ents[cur].parent;
+            let Some(g) = self.sds[sd.slot()].owner else {
                 return;
-            }
-            if self.sds[sd as usize].has_active() || self.sds[sd as usize].in_service != NONE {
-                if self.ents[g as usize].place == Place::Active {
-                    let b = self.peek(sd, 0).map_or(0, |c| self.ents[c as usize].budget);
+            };
+            if self.sds[sd.slot()].has_active() || self.sds[sd.slot()].in_service.is_some() {
+                if self.ents[g].place == Place::Active {
+                    let b = self.peek(sd, 0).map_or(0, |c| self.ents[c].budget);
                     self.reposition(g, b);
                 }
                 return;
@@ -720,20 +743,21 @@ impl Wf2q {
     /// Whether the root-level in-service entity, requeued now with the service it received, would be chosen
     /// again before every other backlogged entity (the kernel's `next_in_service == in_service_entity`).
     pub fn in_service_still_next(&self, now: Time) -> bool {
-        let e = self.sds[0].in_service;
-        let Some(en) = self.ents.get(e as usize) else {
+        let Some(en) = self.sds[SdId::ROOT.slot()].in_service.and_then(|e| self.ents.get(e)) else {
             return false;
         };
-        let Some(c) = self.peek(0, now) else { return true };
-        let cn = &self.ents[c as usize];
+        let Some(c) = self.peek(SdId::ROOT, now) else {
+            return true;
+        };
+        let cn = &self.ents[c];
         if en.class != cn.class {
             return en.class < cn.class;
         }
         let w = u64::from(en.weight);
         let s = en.start.wrapping_add(delta(en.service, w));
         let f = s.wrapping_add(delta(en.budget, w));
-        let st = &self.sds[en.parent as usize].trees[en.class as usize];
-        let min_start = if st.root == NONE {
+        let st = &self.sds[en.parent.slot()].trees[en.class as usize];
+        let min_start = if st.root == NIL {
             s
         } else {
             self.min_start(st.root).min(s)
@@ -743,27 +767,216 @@ impl Wf2q {
     }
 
     /// Sets the weight that `e` takes at its next activation or requeue (clamped to at least 1).
-    pub fn set_weight(&mut self, e: u32, weight: u32) {
-        if let Some(ent) = self.ents.get_mut(e as usize) {
+    pub fn set_weight(&mut self, e: EntityId, weight: u32) {
+        if let Some(ent) = self.ents.get_mut(e) {
             ent.new_weight = weight.max(1);
         }
     }
 
-    /// The in-service leaf's remaining budget (sectors).
-    pub fn budget_left(&self, e: u32) -> u64 {
-        self.ents
-            .get(e as usize)
-            .map_or(0, |x| x.budget.saturating_sub(x.service))
+    /// Read-only lookup: the public facts of entity `e`, if it exists.
+    pub fn entity(&self, e: EntityId) -> Option<EntityFacts> {
+        self.ents.get(e).map(|x| EntityFacts {
+            start: x.start,
+            finish: x.finish,
+            budget: x.budget,
+            service: x.service,
+            weight: x.weight,
+            class: x.class,
+            parent: x.parent,
+            owner: x.owner,
+            place: x.place,
+        })
     }
 
-    /// The entity `e`, if it exists.
-    pub fn ent(&self, e: u32) -> Option<&Entity> {
-        self.ents.get(e as usize)
+    /// Sets the budget (sectors) of `e`, which must not be on an active tree (use [`Wf2q::reposition`] for an
+    /// active one): a queue about to be activated, or the one in service. The finish time follows at the next
+    /// activation or requeue (`bfq_calc_finish`).
+    pub fn set_budget(&mut self, e: EntityId, budget: u64) {
+        if let Some(en) = self.ents.get_mut(e) {
+            en.budget = budget;
+        }
     }
 
-    /// The entity `e`, mutably.
-    pub fn ent_mut(&mut self, e: u32) -> Option<&mut Entity> {
-        self.ents.get_mut(e as usize)
+    /// Forgets the service (sectors) `e` received in its last slot, so that its next slot starts from zero.
+    pub fn clear_service(&mut self, e: EntityId) {
+        if let Some(en) = self.ents.get_mut(e) {
+            en.service = 0;
+        }
+    }
+
+    /// `bfq_bfqq_charge_time`: charges in-service `e` as if it had received `charge` sectors of service: its
+    /// budget grows to at least `charge`, and the service it has not received yet is charged to it and to its
+    /// ancestors (advancing virtual time as [`Wf2q::served`] does).
+    pub fn charge_time(&mut self, e: EntityId, charge: u64) {
+        let Some(en) = self.ents.get_mut(e) else {
+            return;
+        };
+        if en.budget < charge {
+            en.budget = charge;
+        }
+        let service = en.service;
+        self.served(e, charge.saturating_sub(service));
+    }
+
+    /// Sets the weight (weight units) of group `sd`'s own entity, applied lazily like [`Wf2q::set_weight`]. The
+    /// root group has no entity: nothing happens.
+    pub fn set_group_weight(&mut self, sd: SdId, weight: u32) {
+        if let Some(g) = self.sds.get(sd.slot()).and_then(|x| x.owner) {
+            self.set_weight(g, weight);
+        }
+    }
+
+    /// Checks the engine's invariants: the entity slab's bookkeeping; per service tree, the weight sum equals the
+    /// weights of its active, idle-tree and in-service entities; the active treap is ordered by (finish, slot),
+    /// its nodes carry their entity's current timestamps and the subtree minimum start is that of the node and
+    /// its children; every active entity is on exactly its own tree's treap and every idle one on its idle tree;
+    /// the in-service entity of each level is in service there and on no tree; a group's scheduling data and its
+    /// entity name each other.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        const W: &str = "wf2q";
+        if let Err(e) = self.ents.check_invariants() {
+            return Err(InvariantViolation::new(W, e));
+        }
+        let mut on_tree = vec![0u32; self.ents.slots()];
+        for (si, sd) in self.sds.iter().enumerate() {
+            let sdi = SdId::at(si);
+            for (c, st) in sd.trees.iter().enumerate() {
+                let mut wsum = 0u64;
+                let (mut n_active, mut n_idle) = (0usize, 0usize);
+                for (_, en) in self.ents.iter() {
+                    if en.parent != sdi || usize::from(en.class) != c {
+                        continue;
+                    }
+                    match en.place {
+                        Place::Out => {}
+                        Place::Active => {
+                            n_active += 1;
+                            wsum += u64::from(en.weight);
+                        }
+                        Place::Idle => {
+                            n_idle += 1;
+                            wsum += u64::from(en.weight);
+                        }
+                        Place::InService => wsum += u64::from(en.weight),
+                    }
+                }
+                ensure_invariant!(
+                    st.wsum == wsum,
+                    W,
+                    "sd {si} class {c}: weight sum {} but its entities weigh {wsum}",
+                    st.wsum
+                );
+                let mut visited = 0usize;
+                let mut last: Option<(u64, u32)> = None;
+                self.check_treap(st.root, sdi, c, &mut visited, &mut last, &mut on_tree)?;
+                ensure_invariant!(
+                    visited == n_active,
+                    W,
+                    "sd {si} class {c}: {visited} treap nodes but {n_active} active entities"
+                );
+                ensure_invariant!(
+                    st.idle.len() == n_idle,
+                    W,
+                    "sd {si} class {c}: {} idle-tree entries but {n_idle} idle entities",
+                    st.idle.len()
+                );
+                for &(f, e) in &st.idle {
+                    let Some(en) = self.ents.get(e) else {
+                        return Err(InvariantViolation::new(W, format!("idle tree names stale {e:?}")));
+                    };
+                    ensure_invariant!(
+                        en.place == Place::Idle && en.finish == f && en.parent == sdi && usize::from(en.class) == c,
+                        W,
+                        "idle-tree entry ({f}, {e:?}) does not match its entity {en:?}"
+                    );
+                }
+            }
+            if let Some(e) = sd.in_service {
+                let ok = self
+                    .ents
+                    .get(e)
+                    .is_some_and(|en| en.place == Place::InService && en.parent == sdi);
+                ensure_invariant!(ok, W, "sd {si}: in-service {e:?} is not in service at this level");
+            }
+            if let Some(g) = sd.owner {
+                let ok = self.ents.get(g).is_some_and(|en| en.owner == Owner::Group(sdi));
+                ensure_invariant!(ok, W, "sd {si}: its entity {g:?} does not own it");
+            }
+        }
+        for (e, en) in self.ents.iter() {
+            ensure_invariant!(en.weight >= 1, W, "{e:?} has weight 0");
+            if en.place == Place::InService {
+                ensure_invariant!(
+                    self.sds[en.parent.slot()].in_service == Some(e),
+                    W,
+                    "{e:?} is in service but its level serves {:?}",
+                    self.sds[en.parent.slot()].in_service
+                );
+            }
+            let n = on_tree[e.index() as usize];
+            let want = u32::from(en.place == Place::Active);
+            ensure_invariant!(n == want, W, "{e:?} ({:?}) is on {n} treaps", en.place);
+        }
+        Ok(())
+    }
+
+    /// In-order walk of the treap under `t` for [`Wf2q::check_invariants`]; returns the subtree's minimum start.
+    fn check_treap(
+        &self,
+        t: u32,
+        sd: SdId,
+        class: usize,
+        visited: &mut usize,
+        last: &mut Option<(u64, u32)>,
+        on_tree: &mut [u32],
+    ) -> Result<u64, InvariantViolation> {
+        const W: &str = "wf2q";
+        if t == NIL {
+            return Ok(u64::MAX);
+        }
+        ensure_invariant!(*visited <= self.nodes.len(), W, "treap cycle under node {t}");
+        let n = self.nodes[t as usize];
+        let left = self.check_treap(n.left, sd, class, visited, last, on_tree)?;
+        *visited += 1;
+        let Some(e) = self.ents.key_at(t) else {
+            return Err(InvariantViolation::new(W, format!("treap node {t} has no live entity")));
+        };
+        on_tree[t as usize] += 1;
+        let en = &self.ents[e];
+        ensure_invariant!(
+            en.place == Place::Active && en.parent == sd && usize::from(en.class) == class,
+            W,
+            "treap of sd {:?} class {class} holds {e:?} ({:?}, sd {:?}, class {})",
+            sd,
+            en.place,
+            en.parent,
+            en.class
+        );
+        ensure_invariant!(
+            n.start == en.start && n.finish == en.finish,
+            W,
+            "{e:?}: node stamps ({}, {}) differ from the entity's ({}, {})",
+            n.start,
+            n.finish,
+            en.start,
+            en.finish
+        );
+        let key = (n.finish, t);
+        ensure_invariant!(
+            last.is_none_or(|l| l < key),
+            W,
+            "treap out of order at {e:?}: {key:?} after {last:?}"
+        );
+        *last = Some(key);
+        let right = self.check_treap(n.right, sd, class, visited, last, on_tree)?;
+        let m = n.start.min(left).min(right);
+        ensure_invariant!(
+            n.min_start == m,
+            W,
+            "{e:?}: subtree min start {} but the subtree's minimum is {m}",
+            n.min_start
+        );
+        Ok(m)
     }
 }
 
@@ -774,16 +987,19 @@ mod tests {
 
     /// Brute-force reference: among active entities of the BE tree of the root, the eligible one with the
     /// smallest (F, id).
-    fn reference(w: &Wf2q, ids: &[u32], v: u64) -> u32 {
+    fn reference(w: &Wf2q, ids: &[EntityId], v: u64) -> Option<EntityId> {
         ids.iter()
             .copied()
-            .filter(|&e| w.ents[e as usize].start <= v)
-            .min_by_key(|&e| (w.ents[e as usize].finish, e))
-            .unwrap_or(NONE)
+            .filter(|&e| w.ents[e].start <= v)
+            .min_by_key(|&e| (w.ents[e].finish, e.index()))
+    }
+
+    fn q(i: u32) -> Owner {
+        Owner::Queue(QueueId::from_parts(i, 0))
     }
 
     fn check_min_start(w: &Wf2q, t: u32) -> u64 {
-        if t == NONE {
+        if t == NIL {
             return u64::MAX;
         }
         let n = w.nodes[t as usize];
@@ -798,25 +1014,26 @@ mod tests {
         #[test]
         fn eligible_min_finish_matches_linear_scan(ops in proptest::collection::vec((0u8..3, 0u64..1000, 0u64..1000, 0usize..64), 1..400)) {
             let mut w = Wf2q::new();
-            let mut active: Vec<u32> = Vec::new();
+            let mut active: Vec<EntityId> = Vec::new();
             for (op, a, b, k) in ops {
                 match op {
                     0 => {
-                        let e = w.new_entity(0, 10, 1, Owner::Queue(0));
-                        w.ents[e as usize].start = a;
-                        w.ents[e as usize].finish = a + b;
+                        let e = w.new_entity(SdId::ROOT, 10, 1, q(0));
+                        w.ents[e].start = a;
+                        w.ents[e].finish = a + b;
                         w.active_insert(e);
                         active.push(e);
                     }
                     1 if !active.is_empty() => {
                         let e = active.swap_remove(k % active.len());
                         w.active_remove(e);
-                        w.ents[e as usize].place = Place::Out;
+                        w.ents[e].place = Place::Out;
                         w.free_entity(e);
                     }
                     _ => {
                         let root = w.sds[0].trees[1].root;
-                        prop_assert_eq!(w.first_eligible(root, a), reference(&w, &active, a));
+                        let got = w.first_eligible(root, a);
+                        prop_assert_eq!((got != NIL).then(|| w.ents.key_at(got)).flatten(), reference(&w, &active, a));
                     }
                 }
                 check_min_start(&w, w.sds[0].trees[1].root);
@@ -829,10 +1046,10 @@ mod tests {
     #[test]
     fn equal_weights_alternate() {
         let mut w = Wf2q::new();
-        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
-        let b = w.new_entity(0, 10, 1, Owner::Queue(1));
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
         for e in [a, b] {
-            w.ents[e as usize].budget = 100;
+            w.ents[e].budget = 100;
             w.activate(e, false, 1);
         }
         let mut order = Vec::new();
@@ -841,6 +1058,7 @@ mod tests {
             order.push(e);
             w.served(e, 100);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         assert_eq!(order, vec![a, b, a, b, a, b]);
     }
@@ -850,10 +1068,10 @@ mod tests {
     #[test]
     fn weights_share_slots_proportionally() {
         let mut w = Wf2q::new();
-        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
-        let b = w.new_entity(0, 30, 1, Owner::Queue(1));
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 30, 1, q(1));
         for e in [a, b] {
-            w.ents[e as usize].budget = 64;
+            w.ents[e].budget = 64;
             w.activate(e, false, 1);
         }
         let mut n = [0u32; 2];
@@ -862,6 +1080,7 @@ mod tests {
             n[if e == a { 0 } else { 1 }] += 1;
             w.served(e, 64);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         assert!((n[1] as i64 - 3 * n[0] as i64).abs() <= 4, "{n:?}");
     }
@@ -871,10 +1090,10 @@ mod tests {
     #[test]
     fn classes_strict_priority_and_idle_timeout() {
         let mut w = Wf2q::new();
-        let rt = w.new_entity(0, 10, 0, Owner::Queue(0));
-        let idle = w.new_entity(0, 10, 2, Owner::Queue(1));
+        let rt = w.new_entity(SdId::ROOT, 10, 0, q(0));
+        let idle = w.new_entity(SdId::ROOT, 10, 2, q(1));
         for e in [rt, idle] {
-            w.ents[e as usize].budget = 8;
+            w.ents[e].budget = 8;
             w.activate(e, false, 1);
         }
         // At t=0 the idle class was "served" at 0, so RT wins.
@@ -900,23 +1119,24 @@ mod tests {
     #[test]
     fn groups_share_equally_regardless_of_members() {
         let mut w = Wf2q::new();
-        let g1 = w.new_group(0, 100);
-        let g2 = w.new_group(0, 100);
-        let mut leaves = vec![w.new_entity(g1, 40, 1, Owner::Queue(0))];
+        let g1 = w.new_group(SdId::ROOT, 100);
+        let g2 = w.new_group(SdId::ROOT, 100);
+        let mut leaves = vec![w.new_entity(g1, 40, 1, q(0))];
         for i in 1..4 {
-            leaves.push(w.new_entity(g2, 40, 1, Owner::Queue(i)));
+            leaves.push(w.new_entity(g2, 40, 1, q(i)));
         }
         for &e in &leaves {
-            w.ents[e as usize].budget = 32;
+            w.ents[e].budget = 32;
             w.activate(e, false, 1);
         }
         let mut per_group = [0u64; 2];
         for _ in 0..800 {
             let e = w.next_in_service(0).unwrap();
-            let g = if w.ents[e as usize].parent == g1 { 0 } else { 1 };
+            let g = if w.ents[e].parent == g1 { 0 } else { 1 };
             per_group[g] += 32;
             w.served(e, 32);
             w.expire_path(e, true);
+            w.check_invariants().unwrap();
         }
         let ratio = per_group[0] as f64 / per_group[1] as f64;
         assert!((ratio - 1.0).abs() < 0.02, "{per_group:?}");
@@ -927,27 +1147,27 @@ mod tests {
     #[test]
     fn backshift_keeps_old_timestamps() {
         let mut w = Wf2q::new();
-        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
-        let b = w.new_entity(0, 10, 1, Owner::Queue(1));
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
         for e in [a, b] {
-            w.ents[e as usize].budget = 1000;
+            w.ents[e].budget = 1000;
             w.activate(e, false, 1);
         }
         let e = w.next_in_service(0).unwrap();
         assert_eq!(e, a);
         w.served(a, 10);
         w.expire_path(a, false); // a empties after 10 sectors
-        let f_old = w.ents[a as usize].finish;
+        let f_old = w.ents[a].finish;
         // b is served for a while, pushing vtime past a's finish.
         let e = w.next_in_service(0).unwrap();
         assert_eq!(e, b);
         w.served(b, 500);
         w.expire_path(b, true);
-        w.ents[a as usize].budget = 990;
+        w.ents[a].budget = 990;
         w.activate(a, true, 1);
         let vtime = w.sds[0].trees[1].vtime;
-        assert!(w.ents[a as usize].start >= f_old, "start not before the old finish");
-        assert!(w.ents[a as usize].start <= vtime);
+        assert!(w.ents[a].start >= f_old, "start not before the old finish");
+        assert!(w.ents[a].start <= vtime);
         assert_eq!(w.next_in_service(0), Some(a), "the back-shifted queue is served first");
     }
 
@@ -955,8 +1175,8 @@ mod tests {
     #[test]
     fn weight_changes_are_lazy() {
         let mut w = Wf2q::new();
-        let a = w.new_entity(0, 10, 1, Owner::Queue(0));
-        w.ents[a as usize].budget = 10;
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        w.ents[a].budget = 10;
         w.activate(a, false, 1);
         assert_eq!(w.sds[0].trees[1].wsum, 10);
         w.set_weight(a, 300);
@@ -965,6 +1185,27 @@ mod tests {
         w.served(e, 10);
         w.expire_path(e, true);
         assert_eq!(w.sds[0].trees[1].wsum, 300);
-        assert_eq!(w.ents[a as usize].weight, 300);
+        assert_eq!(w.ents[a].weight, 300);
+    }
+
+    // The invariant check notices a weight sum that drifted from its entities and a stale subtree minimum.
+    #[test]
+    fn check_invariants_catches_broken_sums_and_minimums() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 20, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.check_invariants(), Ok(()));
+        w.sds[0].trees[1].wsum += 1;
+        let err = w.check_invariants().unwrap_err();
+        assert!(err.detail.contains("weight sum 31"), "{err}");
+        w.sds[0].trees[1].wsum -= 1;
+        let root = w.sds[0].trees[1].root;
+        w.nodes[root as usize].min_start += 1;
+        let err = w.check_invariants().unwrap_err();
+        assert!(err.detail.contains("subtree min start"), "{err}");
     }
 }

@@ -1,0 +1,174 @@
+//! Arrival: the insert path (`bfq_insert_request`, `bfq_add_request`, `bfq_rq_enqueued`), request merging
+//! inside a queue, and an idle queue becoming busy (`bfq_bfqq_handle_idle_busy_switch`) with its activation
+//! and possible preemption of the queue in service.
+
+use super::budget::Expiration;
+use super::ids::{QueueId, SlotId};
+use super::{idling, peak_rate, Bfq, IN_TIME_SLICES, REQUESTS_WITHIN_TIMER};
+use crate::merge::MergeKind;
+use crate::types::{Request, Time};
+
+impl Bfq {
+    /// `bfq_updated_next_req`: the next request of a busy, not in-service queue changed: its budget follows.
+    pub(crate) fn updated_next_req(&mut self, q: QueueId) {
+        if self.in_service == Some(q) || !self.q(q).busy || self.q(q).rqs.next.is_none() {
+            return;
+        }
+        let nb = self.q(q).max_budget.max(self.next_charge(q));
+        if nb != self.entity_budget(q) {
+            let e = self.q(q).entity;
+            self.wf.reposition(e, nb);
+        }
+    }
+
+    pub(crate) fn insert_rq(&mut self, rq: Request, now: Time) {
+        let flow = rq.flow;
+        self.queued += rq.parts();
+        // Fast path: the flow is known and its sync queue is live and not being split.
+        let cur = self.flows.get(&flow.0).and_then(|c| c.sync_q);
+        let fast = cur.filter(|&c| rq.sync && self.is_live(c) && !self.q(c).merge.split_coop);
+        let q = if let Some(cur) = fast {
+            self.maybe_merge_on_insert(flow, cur, &rq, now)
+        } else if rq.sync {
+            self.ensure_flow(flow);
+            self.maybe_split(flow, now);
+            let q = self.sync_queue(flow, now);
+            self.maybe_merge_on_insert(flow, q, &rq, now)
+        } else {
+            self.ensure_flow(flow);
+            self.async_queue(flow, now)
+        };
+        // Request merging, only with a request of the same queue.
+        let store = &self.store;
+        if let Some((h, kind)) = store.index.find(&rq, self.max_sectors, true, |h| {
+            store.at_handle(h).filter(|(_, s)| s.queue == q).map(|(_, s)| &s.rq)
+        }) {
+            // The closure above found a live slot at handle `h`, so the merge cannot miss.
+            if let Some(slot) = self.store.at_handle(h).map(|(k, _)| k) {
+                if let Some((old, new)) = self.store.merge_into(slot, rq, kind) {
+                    if kind == MergeKind::Front {
+                        self.qm(q).rqs.resort(slot, old, new);
+                        self.pos_update(q);
+                    }
+                }
+                return;
+            }
+        }
+        let fifo_time = now.saturating_add(self.p.fifo_expire[usize::from(rq.sync)]);
+        let (sector, sectors, sync) = (rq.sector, rq.sectors, rq.sync);
+        let slot = self.store.alloc(rq, q, fifo_time);
+        self.add_request(q, slot, sector, sectors, sync, now);
+    }
+
+    /// `bfq_add_request` + `bfq_rq_enqueued`.
+    pub(crate) fn add_request(&mut self, q: QueueId, slot: SlotId, sector: u64, sectors: u32, sync: bool, now: Time) {
+        // Think time and seekiness of sync queues.
+        if self.q(q).sync {
+            let si = self.p.slice_idle;
+            let rot = self.rotational;
+            let exited = self.q(q).refs == 0;
+            let qq = self.qm(q);
+            if let Some(last) = qq.last_end_request {
+                qq.ttime.update(now.saturating_sub(last), si);
+            }
+            let seeky = peak_rate::seeky(qq.last_request_pos, sector, sectors, rot);
+            qq.seek_history = idling::push_seek(qq.seek_history, seeky);
+            qq.has_short_ttime = qq.ttime.short(exited, si);
+        }
+        self.qm(q).last_request_pos = sector.saturating_add(u64::from(sectors));
+        let prev_next = self.q(q).rqs.next;
+        let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
+        {
+            let store = &self.store;
+            let Some(Some(qq)) = self.queues.get_mut(q.slot()) else {
+                unreachable!("bfq: {q:?} is not a live queue")
+            };
+            qq.rqs.add(slot, store, last, bm, pen);
+        }
+        if !self.q(q).busy {
+            self.handle_idle_busy_switch(q, now);
+        } else {
+            self.async_raise_on_arrival(q, sync, now);
+            if prev_next != self.q(q).rqs.next {
+                self.updated_next_req(q);
+            }
+        }
+        self.qm(q).last_arrival = Some(now);
+        self.pos_update(q);
+        self.waker_on_arrival(q, now);
+        // Arrival while idling.
+        if self.in_service == Some(q) && self.q(q).wait_request {
+            let small = self.q(q).rqs.len() == 1 && sectors < idling::SMALL_REQ_SECTORS;
+            let f = self.idle_facts(q);
+            let boosts = idling::boosts_throughput(&f) && self.wr_busy_queues == 0;
+            let timed_out = self.budget_timed_out(q, now);
+            if small && boosts && !timed_out {
+                return;
+            }
+            self.cancel_timer();
+            if timed_out {
+                self.expire(q, Expiration::BudgetTimeout, now);
+            }
+        }
+    }
+
+    /// `bfq_bfqq_handle_idle_busy_switch`: an idle queue receives a request.
+    pub(crate) fn handle_idle_busy_switch(&mut self, q: QueueId, now: Time) {
+        self.burst_maybe_clear(q, now);
+        let arrived_in_time = self
+            .q(q)
+            .last_end_request
+            .is_some_and(|t| now <= t.saturating_add(IN_TIME_SLICES * self.p.slice_idle));
+        let (interactive, soft_rt) = self.wr_candidate(q, now);
+        let wr_or_deserves = self.p.low_latency && (self.raised(q) || (self.q(q).sync && (interactive || soft_rt)));
+        // Budget for the activation (`bfq_bfqq_update_budg_for_activation`).
+        let e = self.q(q).entity;
+        let left = self.budget_left(q);
+        let backshift = self.q(q).non_blocking_wait_rq;
+        let wants_preempt = if backshift && arrived_in_time && left > 0 {
+            let b = left.min(self.q(q).max_budget);
+            self.wf.set_budget(e, b);
+            self.wf.clear_service(e);
+            true
+        } else {
+            let b = self.q(q).max_budget.max(self.next_charge(q));
+            self.wf.set_budget(e, b);
+            self.wf.clear_service(e);
+            wr_or_deserves
+        };
+        // IO_bound comes back after enough in-time arrivals.
+        {
+            let qq = self.qm(q);
+            if !qq.io_bound {
+                if arrived_in_time {
+                    qq.requests_within_timer += 1;
+                    if qq.requests_within_timer >= REQUESTS_WITHIN_TIMER {
+                        qq.io_bound = true;
+                        qq.requests_within_timer = 0;
+                    }
+                } else {
+                    qq.requests_within_timer = 0;
+                }
+            }
+        }
+        self.wr_on_arrival(q, interactive, soft_rt, now);
+        self.wr_on_idle_busy(q, now);
+        self.add_busy(q);
+        let wr = self.q(q).wr.coeff;
+        self.wf.activate(e, backshift, wr);
+        self.qm(q).non_blocking_wait_rq = false;
+        self.merge_on_busy(q, now);
+        // Preemption.
+        if let Some(s) = self.in_service.filter(|&s| s != q) {
+            let higher = self.q(q).class < self.q(s).class
+                || (self.q(q).class == self.q(s).class
+                    && self.wf.entity(e).map_or(0, |x| x.weight)
+                        > self.wf.entity(self.q(s).entity).map_or(0, |x| x.weight));
+            let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
+            if want && !self.wf.in_service_still_next(now) {
+                self.stats.preemptions += 1;
+                self.expire(s, Expiration::Preempted, now);
+            }
+        }
+    }
+}
