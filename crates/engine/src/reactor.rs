@@ -372,7 +372,7 @@ impl Reactor {
                 } else if let Some(&p) = f.parts.get(part) {
                     self.ops[p as usize].res = res;
                 }
-                f.remaining = f.remaining.saturating_sub(1);
+                bfq_sched::counter::dec(&mut f.remaining, "reactor op parts remaining");
                 if f.remaining == 0 {
                     self.done_inflight.push(low as u32);
                 }
@@ -788,7 +788,7 @@ impl Reactor {
                 OpKind::Write => 1,
                 _ => 0,
             };
-            self.allocated[d] = self.allocated[d].saturating_sub(1);
+            bfq_sched::counter::dec(&mut self.allocated[d], "reactor allocated tags");
             self.finish_op(p);
         }
         parts.clear();

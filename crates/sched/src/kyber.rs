@@ -393,7 +393,7 @@ impl Scheduler for Kyber {
             return;
         };
         if let Some(u) = self.in_use.get_mut(f.domain) {
-            *u = u.saturating_sub(1);
+            crate::counter::dec(u, "kyber in_use[domain]");
         }
         if let (Some(h), Some(&target)) = (self.hist.get_mut(f.domain), self.target.get(f.domain)) {
             h[TOTAL].add(now.saturating_sub(f.inserted), target, now);

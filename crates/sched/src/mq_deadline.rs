@@ -209,7 +209,7 @@ impl Scheduler for MqDeadline {
     fn completed(&mut self, rq: &Request, _now: Time) {
         if let Some(l) = self.in_flight_level.remove(&rq.id.0) {
             let l = usize::from(l);
-            self.in_flight[l] = self.in_flight[l].saturating_sub(1);
+            crate::counter::dec(&mut self.in_flight[l], "mq-deadline in_flight[level]");
         }
     }
 

@@ -6,6 +6,7 @@ use crate::device::{DevRequest, Device};
 use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
+use bfq_sched::counter::dec;
 use bfq_sched::{DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, SEC};
 use bfq_workload::{Actions, Event, FileId, FileSpec, IoError, IoMode, Op, Process, ProcessReport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -829,7 +830,7 @@ impl Simulation {
     fn block_done(&mut self, id: RequestId) {
         let slot = (id.0 & 0xFFFF_FFFF) as u32;
         let Some(r) = self.reqs.remove(slot) else { return };
-        self.allocated[r.alloc_kind()] = self.allocated[r.alloc_kind()].saturating_sub(1);
+        dec(&mut self.allocated[r.alloc_kind()], "sim allocated tags");
         self.metrics.complete(
             self.now,
             r.flow,
@@ -846,7 +847,7 @@ impl Simulation {
                 self.writing.remove(&(r.file, r.page));
                 self.cache.finish_write(r.file, r.page, r.pages);
                 if r.flow == FLUSHER_FLOW && !r.sync {
-                    self.flusher.outstanding = self.flusher.outstanding.saturating_sub(1);
+                    dec(&mut self.flusher.outstanding, "flusher outstanding");
                 }
                 self.release_throttled();
             }
@@ -854,7 +855,7 @@ impl Simulation {
         }
         for opid in r.waiters {
             if let Some(o) = self.ops.get_mut(opid) {
-                o.deps = o.deps.saturating_sub(1);
+                dec(&mut o.deps, "op deps");
             }
             self.finish_op_if_ready(opid);
         }

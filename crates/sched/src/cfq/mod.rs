@@ -249,7 +249,7 @@ impl Cfq {
     /// A flow stops using sync queue `q`.
     fn drop_member(&mut self, q: u32, now: Time) {
         if let Some(queue) = self.queues.get_mut(q as usize) {
-            queue.members = queue.members.saturating_sub(1);
+            crate::counter::dec(&mut queue.members, "cfq queue members");
         }
         if self.active == Some(q) {
             self.expire(now, false);

@@ -138,7 +138,7 @@ impl Raid1 {
                 continue;
             };
             let r = &mut remaining[itag as usize];
-            *r = r.saturating_sub(1);
+            bfq_sched::counter::dec(r, "raid1 remaining halves");
             if *r == 0 {
                 return Some(t);
             }
@@ -222,12 +222,12 @@ impl Device for Raid1 {
                 continue; // a wake-up for internal work: that disk's next event is now later than `now`
             };
             let itag = itag as usize;
-            self.pending[i] = self.pending[i].saturating_sub(1);
+            bfq_sched::counter::dec(&mut self.pending[i], "raid1 pending[member]");
             let slot = &mut self.slots[itag];
-            slot.remaining = slot.remaining.saturating_sub(1);
+            bfq_sched::counter::dec(&mut slot.remaining, "raid1 slot remaining");
             if slot.remaining == 1 {
                 // First half of a write: the request completes with the other mirror's half.
-                self.half_writes = self.half_writes.saturating_sub(1);
+                bfq_sched::counter::dec(&mut self.half_writes, "raid1 half_writes");
                 continue;
             }
             {
