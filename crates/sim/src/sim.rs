@@ -7,7 +7,10 @@ use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
-use bfq_sched::{DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, SEC};
+use bfq_sched::{
+    ensure_invariant, DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, InvariantViolation, Request, RequestId,
+    Scheduler, Time, SEC,
+};
 use bfq_workload::{Actions, Event, FileId, FileSpec, IoError, IoMode, Op, Process, ProcessReport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
@@ -166,6 +169,26 @@ impl<T> Slab<T> {
     }
     fn get(&self, i: u32) -> Option<&T> {
         self.items.get(i as usize)?.as_ref()
+    }
+    fn iter(&self) -> impl Iterator<Item = (u32, &T)> + '_ {
+        self.items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u32, v)))
+    }
+    fn len(&self) -> usize {
+        self.items.iter().filter(|v| v.is_some()).count()
+    }
+    fn check(&self) -> Result<(), String> {
+        let free = self.free.len();
+        if self.len() + free != self.items.len() || self.free.iter().any(|&i| self.items[i as usize].is_some()) {
+            return Err(format!(
+                "{} live + {free} free != {} slots",
+                self.len(),
+                self.items.len()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -375,7 +398,117 @@ impl Simulation {
                 // A device reported a completion time it then did not deliver: never spin on it.
                 self.now += 1;
             }
+            if cfg!(debug_assertions) {
+                if let Err(e) = self.check_invariants() {
+                    panic!("simulation at {} ns: {e}", self.now);
+                }
+            }
         }
+    }
+
+    /// Checks the simulation's bookkeeping against the structures it counts, then the policy's own invariants:
+    ///
+    /// - the scheduler tags allocated per class equal the live block requests of that class that are not waiting
+    ///   for a tag, and in all equal the requests inserted and not completed: those the policy holds
+    ///   ([`Scheduler::queued`]) plus the parts of the requests on the device;
+    /// - the driver's in-flight count equals the requests on the device;
+    /// - the in-flight page-cache reads and writebacks indexed by page each name a live request of that kind, and
+    ///   every live request of those kinds is indexed;
+    /// - the flusher's outstanding count equals its live async writeback requests;
+    /// - every pending operation waits for as many requests as list it as a waiter (throttled writes wait for one
+    ///   release instead);
+    /// - the arenas' own bookkeeping holds.
+    ///
+    /// [`Simulation::run_until`] calls it after every event step in debug builds and panics on a violation.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let mut live = [0u32; 3];
+        let (mut cache_reads, mut writebacks, mut flusher) = (0usize, 0usize, 0u32);
+        let mut waits: HashMap<u32, u32> = HashMap::new();
+        for (_, r) in self.reqs.iter() {
+            live[r.alloc_kind()] += 1;
+            match r.kind {
+                ReqKind::CacheRead => cache_reads += 1,
+                ReqKind::Writeback => {
+                    writebacks += 1;
+                    if r.flow == FLUSHER_FLOW && !r.sync {
+                        flusher += 1;
+                    }
+                }
+                ReqKind::Direct => {}
+            }
+            for &op in &r.waiters {
+                *waits.entry(op).or_default() += 1;
+            }
+        }
+        for kind in [KIND_SYNC_READ, KIND_SYNC_WRITE, KIND_ASYNC] {
+            let waiting = self.tag_wait[kind].len() as u32;
+            ensure_invariant!(
+                self.allocated[kind] + waiting == live[kind],
+                "sim tags",
+                "class {kind}: {} tags allocated + {waiting} waiting for one != {} live requests",
+                self.allocated[kind],
+                live[kind]
+            );
+        }
+        let allocated: u64 = self.allocated.iter().map(|&n| u64::from(n)).sum();
+        let on_device: u64 = self.on_device.iter().map(|(_, rq)| rq.parts() as u64).sum();
+        let queued = self.driver.policy().queued() as u64;
+        ensure_invariant!(
+            allocated == queued + on_device,
+            "sim tags",
+            "{allocated} tags allocated != {queued} queued in the policy + {on_device} requests on the device"
+        );
+        ensure_invariant!(
+            self.driver.in_flight() as usize == self.on_device.len(),
+            "sim driver",
+            "driver in_flight {} != {} requests on the device",
+            self.driver.in_flight(),
+            self.on_device.len()
+        );
+        ensure_invariant!(
+            self.reading.len() == cache_reads
+                && self
+                    .reading
+                    .values()
+                    .all(|&(_, id)| self.reqs.get(id).is_some_and(|r| r.kind == ReqKind::CacheRead)),
+            "sim page-cache reads",
+            "{} indexed reads, {cache_reads} live read requests",
+            self.reading.len()
+        );
+        ensure_invariant!(
+            self.writing.len() == writebacks
+                && self
+                    .writing
+                    .values()
+                    .all(|&id| self.reqs.get(id).is_some_and(|r| r.kind == ReqKind::Writeback)),
+            "sim writeback",
+            "{} indexed writebacks, {writebacks} live writeback requests",
+            self.writing.len()
+        );
+        ensure_invariant!(
+            self.flusher.outstanding == flusher,
+            "sim flusher",
+            "outstanding {} != {flusher} live flusher writebacks",
+            self.flusher.outstanding
+        );
+        for (opid, o) in self.ops.iter() {
+            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(self.throttled.contains(&opid));
+            ensure_invariant!(
+                o.deps == expected,
+                "sim operations",
+                "operation {opid} of process {} waits for {} requests, but {expected} name it",
+                o.pid,
+                o.deps
+            );
+        }
+        for (what, r) in [
+            ("requests", self.reqs.check()),
+            ("operations", self.ops.check()),
+            ("device requests", self.on_device.check()),
+        ] {
+            r.map_err(|e| InvariantViolation::new("sim arenas", format!("{what}: {e}")))?;
+        }
+        self.driver.policy().check_invariants()
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -979,5 +1112,118 @@ impl Simulation {
             return false;
         };
         (0..self.cache.files()).any(|f| self.cache.dirtied_at(f).is_some_and(|d| d <= t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::preset;
+    use bfq_workload::{FlowSpec, Placement};
+
+    /// Reads a file sequentially with buffered 64 KiB reads while writing another with buffered writes.
+    struct Mixed {
+        flow: FlowSpec,
+        file: FileId,
+        write: bool,
+        offset: u64,
+        end: u64,
+        ops: u64,
+    }
+
+    impl Process for Mixed {
+        fn flow(&self) -> FlowSpec {
+            self.flow.clone()
+        }
+        fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
+            if let Event::Completed { .. } = ev {
+                self.ops += 1;
+            }
+            if self.offset >= self.end {
+                out.exit = true;
+                return;
+            }
+            let (file, offset, len) = (self.file, self.offset, 64 << 10);
+            self.offset += len;
+            let op = if self.write {
+                Op::Write {
+                    file,
+                    offset,
+                    len,
+                    mode: IoMode::Buffered,
+                }
+            } else {
+                Op::Read {
+                    file,
+                    offset,
+                    len,
+                    mode: IoMode::Buffered,
+                }
+            };
+            out.ops.push((self.ops, op));
+        }
+        fn report(&self) -> ProcessReport {
+            ProcessReport::default()
+        }
+    }
+
+    fn busy_sim() -> Simulation {
+        let dev = preset("seagate-hdd").expect("preset").build();
+        let policy = bfq_sched::registry::build("cfq", &dev.info(), &[] as &[&str]).expect("cfq");
+        let host = HostConfig {
+            memory_bytes: 64 << 20,
+            time_policy: false,
+            ..HostConfig::default()
+        };
+        let mut sim = Simulation::new(dev, policy, host, 7);
+        for (i, write) in [(0u32, false), (1, true)] {
+            let file = sim
+                .add_file(&FileSpec {
+                    name: format!("f{i}"),
+                    size: 32 << 20,
+                    placement: Placement::Contiguous,
+                    prewritten: true,
+                })
+                .expect("file fits");
+            sim.spawn(
+                0,
+                Box::new(Mixed {
+                    flow: FlowSpec::named(format!("p{i}")),
+                    file,
+                    write,
+                    offset: 0,
+                    end: 32 << 20,
+                    ops: 0,
+                }),
+            );
+        }
+        sim
+    }
+
+    #[test]
+    fn invariants_hold_through_a_busy_run_and_catch_a_broken_tag_count() {
+        let mut sim = busy_sim();
+        // Stop in the middle of the run, with requests queued, on the device and waiting for pages.
+        sim.run_until(200 * bfq_sched::MS);
+        assert!(sim.reqs.len() > 0, "the run must be busy when it is checked");
+        sim.check_invariants().expect("a healthy simulation");
+        sim.allocated[KIND_SYNC_READ] += 1;
+        let err = sim.check_invariants().expect_err("one tag too many");
+        assert_eq!(err.what, "sim tags", "{err}");
+        sim.allocated[KIND_SYNC_READ] -= 1;
+        sim.check_invariants().expect("repaired");
+        sim.flusher.outstanding += 1;
+        let err = sim.check_invariants().expect_err("a flusher request too many");
+        assert_eq!(err.what, "sim flusher", "{err}");
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "invariant broken in sim tags")]
+    fn debug_builds_check_after_every_step() {
+        let mut sim = busy_sim();
+        sim.run_until(100 * bfq_sched::MS);
+        sim.allocated[KIND_ASYNC] += 1;
+        sim.run_until(200 * bfq_sched::MS);
     }
 }
