@@ -9,6 +9,7 @@ use crate::buf::AlignedBuf;
 use crate::error::EngineError;
 use crate::shared::{lock, Cmd, Completion, FlowShared, IoCmd, Shared};
 use crate::{EngineConfig, EngineStats};
+use bfq_sched::tags::{TagClass, TagPool};
 use bfq_sched::{Direction, Driver, FlowId, Request, RequestId, Scheduler, Time, SECTOR_BYTES};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
@@ -128,7 +129,6 @@ struct Reactor {
     ring: IoUring,
     shared: Arc<Shared>,
     driver: Driver,
-    nr_requests: u32,
     start_ns: u64,
     files: Vec<FileSlot>,
     fixed_capacity: u32,
@@ -145,8 +145,9 @@ struct Reactor {
     spare_iov: Vec<Vec<libc::iovec>>,
     /// Requests waiting for a scheduler tag, per direction.
     pending: [VecDeque<u32>; 2],
-    /// Requests holding a scheduler tag (inserted, not completed), per direction.
-    allocated: [u32; 2],
+    /// Scheduler tags held by requests inserted and not completed. Every engine request is sync (O_DIRECT), so
+    /// reads and writes draw from the sync pool whether or not the policy separates sync and async pools.
+    tags: TagPool,
     flows: Vec<Option<Arc<FlowShared>>>,
     cmds: Vec<Cmd>,
     dispatched: Vec<Request>,
@@ -243,12 +244,12 @@ impl Reactor {
             Err(_) => 0,
         };
         let tags = cfg.tag_limit.max(1);
+        let tag_pool = TagPool::for_policy(policy.as_ref(), cfg.device.nr_requests);
         let spin_ns = shared.spin_ns;
         Ok(Reactor {
             ring,
             shared,
             driver: Driver::new(policy, tags),
-            nr_requests: cfg.device.nr_requests.max(1),
             start_ns: mono_ns(),
             files: Vec::new(),
             fixed_capacity,
@@ -262,7 +263,7 @@ impl Reactor {
             spare_parts: Vec::new(),
             spare_iov: Vec::new(),
             pending: [VecDeque::new(), VecDeque::new()],
-            allocated: [0, 0],
+            tags: tag_pool,
             flows: Vec::new(),
             cmds: Vec::with_capacity(256),
             dispatched: Vec::with_capacity(tags as usize),
@@ -576,13 +577,10 @@ impl Reactor {
         let t1 = mono_ns();
         for dir in [Direction::Read, Direction::Write] {
             while let Some(&idx) = self.pending[dir.index()].front() {
-                let total = self.allocated[0] + self.allocated[1];
-                let limit = self.driver.policy().depth_limit(dir, true, self.nr_requests);
-                if total >= self.nr_requests || self.allocated[dir.index()] >= limit.max(1) {
+                if !self.tags.try_allocate(TagClass::of(dir, true), self.driver.policy()) {
                     break;
                 }
                 self.pending[dir.index()].pop_front();
-                self.allocated[dir.index()] += 1;
                 self.ops[idx as usize].state = OpState::Queued;
                 let op = &self.ops[idx as usize];
                 let sector = self.files_base(op.file) + op.offset / SECTOR_BYTES;
@@ -784,11 +782,11 @@ impl Reactor {
         };
         let InFlight { mut parts, iov, .. } = f;
         for &p in &parts {
-            let d = match self.ops[p as usize].kind {
-                OpKind::Write => 1,
-                _ => 0,
+            let dir = match self.ops[p as usize].kind {
+                OpKind::Write => Direction::Write,
+                _ => Direction::Read,
             };
-            bfq_sched::counter::dec(&mut self.allocated[d], "reactor allocated tags");
+            self.tags.release(TagClass::of(dir, true));
             self.finish_op(p);
         }
         parts.clear();

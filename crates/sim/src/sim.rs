@@ -7,6 +7,7 @@ use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
+use bfq_sched::tags::{TagClass, TagPool};
 use bfq_sched::{
     ensure_invariant, DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, InvariantViolation, Request, RequestId,
     Scheduler, Time, SEC,
@@ -87,11 +88,6 @@ enum ReqKind {
     Direct,
 }
 
-/// Allocation classes with separate tag accounting (the kernel limits async I/O and sync writes separately).
-const KIND_SYNC_READ: usize = 0;
-const KIND_SYNC_WRITE: usize = 1;
-const KIND_ASYNC: usize = 2;
-
 #[derive(Debug)]
 struct BlockReq {
     file: u32,
@@ -108,12 +104,8 @@ struct BlockReq {
 }
 
 impl BlockReq {
-    fn alloc_kind(&self) -> usize {
-        match (self.dir, self.sync) {
-            (Direction::Read, true) => KIND_SYNC_READ,
-            (Direction::Write, true) => KIND_SYNC_WRITE,
-            _ => KIND_ASYNC,
-        }
+    fn tag_class(&self) -> TagClass {
+        TagClass::of(self.dir, self.sync)
     }
 }
 
@@ -220,8 +212,10 @@ pub struct Simulation {
     req_gen: Vec<u32>,
     ops: Slab<OpState>,
     on_device: Slab<Request>,
+    /// Requests waiting for a scheduler tag, per [`TagClass`], in arrival order.
     tag_wait: [VecDeque<u32>; 3],
-    allocated: [u32; 3],
+    /// Scheduler tags held by requests inserted into the policy and not yet completed.
+    tags: TagPool,
     /// In-flight page-cache reads: (file, first page) -> (pages, request slot).
     reading: BTreeMap<(u32, u64), (u64, u32)>,
     /// Writeback requests not yet completed: (file, first page) -> request slot.
@@ -240,6 +234,7 @@ impl Simulation {
     /// A simulation of `device` scheduled by `policy`.
     pub fn new(device: Box<dyn Device>, policy: Box<dyn Scheduler>, host: HostConfig, seed: u64) -> Self {
         let info = device.info();
+        let tags = TagPool::for_policy(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
@@ -259,7 +254,7 @@ impl Simulation {
             ops: Slab::new(),
             on_device: Slab::new(),
             tag_wait: Default::default(),
-            allocated: [0; 3],
+            tags,
             reading: BTreeMap::new(),
             writing: BTreeMap::new(),
             ra: HashMap::new(),
@@ -425,7 +420,7 @@ impl Simulation {
         let (mut cache_reads, mut writebacks, mut flusher) = (0usize, 0usize, 0u32);
         let mut waits: HashMap<u32, u32> = HashMap::new();
         for (_, r) in self.reqs.iter() {
-            live[r.alloc_kind()] += 1;
+            live[r.tag_class().index()] += 1;
             match r.kind {
                 ReqKind::CacheRead => cache_reads += 1,
                 ReqKind::Writeback => {
@@ -440,17 +435,16 @@ impl Simulation {
                 *waits.entry(op).or_default() += 1;
             }
         }
-        for kind in [KIND_SYNC_READ, KIND_SYNC_WRITE, KIND_ASYNC] {
-            let waiting = self.tag_wait[kind].len() as u32;
+        for class in TagClass::ALL {
+            let (held, waiting) = (self.tags.allocated(class), self.tag_wait[class.index()].len() as u32);
             ensure_invariant!(
-                self.allocated[kind] + waiting == live[kind],
+                held + waiting == live[class.index()],
                 "sim tags",
-                "class {kind}: {} tags allocated + {waiting} waiting for one != {} live requests",
-                self.allocated[kind],
-                live[kind]
+                "{class:?}: {held} tags allocated + {waiting} waiting for one != {} live requests",
+                live[class.index()]
             );
         }
-        let allocated: u64 = self.allocated.iter().map(|&n| u64::from(n)).sum();
+        let allocated = u64::from(self.tags.total());
         let on_device: u64 = self.on_device.iter().map(|(_, rq)| rq.parts() as u64).sum();
         let queued = self.driver.policy().queued() as u64;
         ensure_invariant!(
@@ -875,48 +869,31 @@ impl Simulation {
     /// Allocates a scheduler tag for request `id` and inserts it, or queues it until a tag is free.
     fn submit(&mut self, id: u32) {
         let Some(r) = self.reqs.get(id) else { return };
-        let kind = r.alloc_kind();
-        if self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
+        let class = r.tag_class();
+        if self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
             self.insert(id);
         } else {
-            self.tag_wait[kind].push_back(id);
+            self.tag_wait[class.index()].push_back(id);
         }
     }
 
-    fn can_allocate(&self, kind: usize) -> bool {
-        let nr = self.info.nr_requests.max(1);
-        // blk-mq shares one pool of scheduler tags; the legacy block layer had one pool per sync/async.
-        let used: u32 = if !self.driver.policy().separate_sync_pool() {
-            self.allocated.iter().sum()
-        } else if kind == KIND_ASYNC {
-            self.allocated[KIND_ASYNC]
-        } else {
-            self.allocated[KIND_SYNC_READ] + self.allocated[KIND_SYNC_WRITE]
-        };
-        if used >= nr {
-            return false;
-        }
-        let (dir, sync) = match kind {
-            KIND_SYNC_READ => return true,
-            KIND_SYNC_WRITE => (Direction::Write, true),
-            _ => (Direction::Write, false),
-        };
-        self.allocated[kind] < self.driver.policy().depth_limit(dir, sync, nr).max(1)
+    fn can_allocate(&self, class: TagClass) -> bool {
+        self.tags.can_allocate(class, self.driver.policy())
     }
 
     fn insert(&mut self, id: u32) {
         let rid = self.request_id(id);
         let Some(r) = self.reqs.get(id) else { return };
-        let kind = r.alloc_kind();
+        let class = r.tag_class();
         let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
-        self.allocated[kind] += 1;
+        self.tags.allocate(class);
         self.timed(|d, now| d.insert(rq, now));
     }
 
     fn admit_waiting(&mut self) {
-        for kind in [KIND_SYNC_READ, KIND_SYNC_WRITE, KIND_ASYNC] {
-            while !self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
-                if let Some(id) = self.tag_wait[kind].pop_front() {
+        for class in TagClass::ALL {
+            while !self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
+                if let Some(id) = self.tag_wait[class.index()].pop_front() {
                     self.insert(id);
                 }
             }
@@ -963,7 +940,7 @@ impl Simulation {
     fn block_done(&mut self, id: RequestId) {
         let slot = (id.0 & 0xFFFF_FFFF) as u32;
         let Some(r) = self.reqs.remove(slot) else { return };
-        dec(&mut self.allocated[r.alloc_kind()], "sim allocated tags");
+        self.tags.release(r.tag_class());
         self.metrics.complete(
             self.now,
             r.flow,
@@ -1207,10 +1184,10 @@ mod tests {
         sim.run_until(200 * bfq_sched::MS);
         assert!(sim.reqs.len() > 0, "the run must be busy when it is checked");
         sim.check_invariants().expect("a healthy simulation");
-        sim.allocated[KIND_SYNC_READ] += 1;
+        sim.tags.allocate(TagClass::SyncRead);
         let err = sim.check_invariants().expect_err("one tag too many");
         assert_eq!(err.what, "sim tags", "{err}");
-        sim.allocated[KIND_SYNC_READ] -= 1;
+        sim.tags.release(TagClass::SyncRead);
         sim.check_invariants().expect("repaired");
         sim.flusher.outstanding += 1;
         let err = sim.check_invariants().expect_err("a flusher request too many");
@@ -1223,7 +1200,7 @@ mod tests {
     fn debug_builds_check_after_every_step() {
         let mut sim = busy_sim();
         sim.run_until(100 * bfq_sched::MS);
-        sim.allocated[KIND_ASYNC] += 1;
+        sim.tags.allocate(TagClass::Async);
         sim.run_until(200 * bfq_sched::MS);
     }
 }
