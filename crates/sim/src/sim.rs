@@ -7,6 +7,7 @@ use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
+use bfq_sched::slab::{Slab, SlabKey};
 use bfq_sched::tags::{TagClass, TagPool};
 use bfq_sched::{
     ensure_invariant, DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, InvariantViolation, Request, RequestId,
@@ -100,7 +101,7 @@ struct BlockReq {
     sector: u64,
     sectors: u32,
     created: Time,
-    waiters: Vec<u32>,
+    waiters: Vec<OpKey>,
 }
 
 impl BlockReq {
@@ -127,62 +128,18 @@ struct ProcSlot {
     wake_gen: u64,
 }
 
-/// A slab of `T` indexed by `u32`, reusing freed slots.
-struct Slab<T> {
-    items: Vec<Option<T>>,
-    free: Vec<u32>,
-}
-
-impl<T> Slab<T> {
-    fn new() -> Self {
-        Slab {
-            items: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-    fn insert(&mut self, v: T) -> u32 {
-        if let Some(i) = self.free.pop() {
-            self.items[i as usize] = Some(v);
-            i
-        } else {
-            self.items.push(Some(v));
-            (self.items.len() - 1) as u32
-        }
-    }
-    fn remove(&mut self, i: u32) -> Option<T> {
-        let v = self.items.get_mut(i as usize)?.take();
-        if v.is_some() {
-            self.free.push(i);
-        }
-        v
-    }
-    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        self.items.get_mut(i as usize)?.as_mut()
-    }
-    fn get(&self, i: u32) -> Option<&T> {
-        self.items.get(i as usize)?.as_ref()
-    }
-    fn iter(&self) -> impl Iterator<Item = (u32, &T)> + '_ {
-        self.items
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.as_ref().map(|v| (i as u32, v)))
-    }
-    fn len(&self) -> usize {
-        self.items.iter().filter(|v| v.is_some()).count()
-    }
-    fn check(&self) -> Result<(), String> {
-        let free = self.free.len();
-        if self.len() + free != self.items.len() || self.free.iter().any(|&i| self.items[i as usize].is_some()) {
-            return Err(format!(
-                "{} live + {free} free != {} slots",
-                self.len(),
-                self.items.len()
-            ));
-        }
-        Ok(())
-    }
-}
+bfq_sched::slab_key!(
+    /// A block request in the simulation's request arena.
+    struct ReqKey
+);
+bfq_sched::slab_key!(
+    /// A process operation waiting for block requests (or a writeback release).
+    struct OpKey
+);
+bfq_sched::slab_key!(
+    /// A request on the device; its slot index is the device tag.
+    struct DevKey
+);
 
 #[derive(Debug, Default)]
 struct Flusher {
@@ -207,22 +164,23 @@ pub struct Simulation {
     cache: PageCache,
     procs: Vec<ProcSlot>,
     events: EventQueue<Ev>,
-    reqs: Slab<BlockReq>,
-    /// Generation of each request slot, so request ids are unique over the run.
-    req_gen: Vec<u32>,
-    ops: Slab<OpState>,
-    on_device: Slab<Request>,
+    /// Block requests from creation to completion; a request's id carries its key's generation, so ids are unique
+    /// over the run.
+    reqs: Slab<ReqKey, BlockReq>,
+    ops: Slab<OpKey, OpState>,
+    /// Requests on the device, by device tag (the slot index).
+    on_device: Slab<DevKey, Request>,
     /// Requests waiting for a scheduler tag, per [`TagClass`], in arrival order.
-    tag_wait: [VecDeque<u32>; 3],
+    tag_wait: [VecDeque<ReqKey>; 3],
     /// Scheduler tags held by requests inserted into the policy and not yet completed.
     tags: TagPool,
     /// In-flight page-cache reads: (file, first page) -> (pages, request slot).
-    reading: BTreeMap<(u32, u64), (u64, u32)>,
+    reading: BTreeMap<(u32, u64), (u64, ReqKey)>,
     /// Writeback requests not yet completed: (file, first page) -> request slot.
-    writing: BTreeMap<(u32, u64), u32>,
+    writing: BTreeMap<(u32, u64), ReqKey>,
     ra: HashMap<(Pid, u32), RaState>,
     flusher: Flusher,
-    throttled: Vec<u32>,
+    throttled: Vec<OpKey>,
     metrics: Metrics,
     actions: Actions,
     dispatched: Vec<Request>,
@@ -250,7 +208,6 @@ impl Simulation {
             procs: Vec::new(),
             events: EventQueue::new(),
             reqs: Slab::new(),
-            req_gen: Vec::new(),
             ops: Slab::new(),
             on_device: Slab::new(),
             tag_wait: Default::default(),
@@ -418,7 +375,7 @@ impl Simulation {
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let mut live = [0u32; 3];
         let (mut cache_reads, mut writebacks, mut flusher) = (0usize, 0usize, 0u32);
-        let mut waits: HashMap<u32, u32> = HashMap::new();
+        let mut waits: HashMap<OpKey, u32> = HashMap::new();
         for (_, r) in self.reqs.iter() {
             live[r.tag_class().index()] += 1;
             match r.kind {
@@ -490,15 +447,15 @@ impl Simulation {
             ensure_invariant!(
                 o.deps == expected,
                 "sim operations",
-                "operation {opid} of process {} waits for {} requests, but {expected} name it",
+                "operation {opid:?} of process {} waits for {} requests, but {expected} name it",
                 o.pid,
                 o.deps
             );
         }
         for (what, r) in [
-            ("requests", self.reqs.check()),
-            ("operations", self.ops.check()),
-            ("device requests", self.on_device.check()),
+            ("requests", self.reqs.check_invariants()),
+            ("operations", self.ops.check_invariants()),
+            ("device requests", self.on_device.check_invariants()),
         ] {
             r.map_err(|e| InvariantViolation::new("sim arenas", format!("{what}: {e}")))?;
         }
@@ -713,7 +670,7 @@ impl Simulation {
         }
     }
 
-    fn finish_op_if_ready(&mut self, opid: u32) {
+    fn finish_op_if_ready(&mut self, opid: OpKey) {
         if self.ops.get(opid).is_some_and(|o| o.deps == 0) {
             if let Some(o) = self.ops.remove(opid) {
                 let copy = if o.copy { o.bytes } else { 0 };
@@ -723,8 +680,8 @@ impl Simulation {
     }
 
     /// Makes `opid` wait for every uncompleted writeback request (of `file`, or of all files).
-    fn wait_for_writeback(&mut self, opid: u32, file: Option<u32>) {
-        let ids: Vec<u32> = match file {
+    fn wait_for_writeback(&mut self, opid: OpKey, file: Option<u32>) {
+        let ids: Vec<ReqKey> = match file {
             Some(f) => self.writing.range((f, 0)..(f + 1, 0)).map(|(_, &id)| id).collect(),
             None => self.writing.values().copied().collect(),
         };
@@ -852,22 +809,25 @@ impl Simulation {
         }
     }
 
-    fn new_req(&mut self, r: BlockReq) -> u32 {
+    fn new_req(&mut self, r: BlockReq) -> ReqKey {
         let id = self.reqs.insert(r);
-        if self.req_gen.len() <= id as usize {
-            self.req_gen.resize(id as usize + 1, 0);
-        }
-        self.req_gen[id as usize] = self.req_gen[id as usize].wrapping_add(1);
         self.metrics.block_requests += 1;
         id
     }
 
-    fn request_id(&self, slot: u32) -> RequestId {
-        RequestId((u64::from(self.req_gen[slot as usize]) << 32) | u64::from(slot))
+    /// The policy's id of request `key`: the slot index in the low 32 bits, and in the high ones the number of
+    /// requests the slot has held so far, this one included (the key's generation + 1).
+    fn request_id(key: ReqKey) -> RequestId {
+        RequestId((u64::from(key.generation().wrapping_add(1)) << 32) | u64::from(key.index()))
+    }
+
+    /// The key of the request the policy knows as `id` (see [`Simulation::request_id`]).
+    fn request_key(id: RequestId) -> ReqKey {
+        ReqKey::from_parts((id.0 & 0xFFFF_FFFF) as u32, ((id.0 >> 32) as u32).wrapping_sub(1))
     }
 
     /// Allocates a scheduler tag for request `id` and inserts it, or queues it until a tag is free.
-    fn submit(&mut self, id: u32) {
+    fn submit(&mut self, id: ReqKey) {
         let Some(r) = self.reqs.get(id) else { return };
         let class = r.tag_class();
         if self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
@@ -881,8 +841,8 @@ impl Simulation {
         self.tags.can_allocate(class, self.driver.policy())
     }
 
-    fn insert(&mut self, id: u32) {
-        let rid = self.request_id(id);
+    fn insert(&mut self, id: ReqKey) {
+        let rid = Self::request_id(id);
         let Some(r) = self.reqs.get(id) else { return };
         let class = r.tag_class();
         let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
@@ -915,7 +875,7 @@ impl Simulation {
             let tag = self.on_device.insert(rq);
             self.device.submit(
                 DevRequest {
-                    tag: u64::from(tag),
+                    tag: u64::from(tag.index()),
                     ..dev
                 },
                 self.now,
@@ -925,7 +885,10 @@ impl Simulation {
     }
 
     fn device_done(&mut self, tag: u64) {
-        let Some(rq) = self.on_device.remove(tag as u32) else {
+        let Some(key) = u32::try_from(tag).ok().and_then(|t| self.on_device.key_at(t)) else {
+            return;
+        };
+        let Some(rq) = self.on_device.remove(key) else {
             return;
         };
         self.timed(|d, now| d.complete(&rq, now));
@@ -938,8 +901,9 @@ impl Simulation {
     }
 
     fn block_done(&mut self, id: RequestId) {
-        let slot = (id.0 & 0xFFFF_FFFF) as u32;
-        let Some(r) = self.reqs.remove(slot) else { return };
+        let Some(r) = self.reqs.remove(Self::request_key(id)) else {
+            return;
+        };
         self.tags.release(r.tag_class());
         self.metrics.complete(
             self.now,
