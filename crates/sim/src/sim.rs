@@ -1146,7 +1146,7 @@ mod tests {
         let mut sim = busy_sim();
         // Stop in the middle of the run, with requests queued, on the device and waiting for pages.
         sim.run_until(200 * bfq_sched::MS);
-        assert!(sim.reqs.len() > 0, "the run must be busy when it is checked");
+        assert!(!sim.reqs.is_empty(), "the run must be busy when it is checked");
         sim.check_invariants().expect("a healthy simulation");
         sim.tags.allocate(TagClass::SyncRead);
         let err = sim.check_invariants().expect_err("one tag too many");
