@@ -217,6 +217,23 @@ impl Scheduler for MqDeadline {
         self.levels.iter().map(DeadlineLists::queued).sum()
     }
 
+    /// Each priority level's lists agree ([`DeadlineLists::check_invariants`]), and each level's in-flight count
+    /// equals its dispatched, uncompleted requests.
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        for lists in &self.levels {
+            lists.check_invariants()?;
+        }
+        for (l, &n) in self.in_flight.iter().enumerate() {
+            let held = self.in_flight_level.values().filter(|&&x| usize::from(x) == l).count();
+            crate::ensure_invariant!(
+                n as usize == held,
+                "mq-deadline",
+                "level {l}: in_flight {n} != {held} dispatched requests of that level"
+            );
+        }
+        Ok(())
+    }
+
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
         if dir == Direction::Read && sync {
             nr_requests
@@ -398,5 +415,19 @@ mod tests {
         p.completed(&a, MS);
         let b = next(&mut p, MS);
         assert_eq!((b.sector, b.sectors, b.parts()), (100, 16, 2));
+    }
+
+    #[test]
+    fn check_invariants_catches_a_broken_in_flight_count() {
+        let mut p = policy_on(&DeviceInfo::ssd(), &[]);
+        p.insert(Request::new(RequestId(1), BE, Direction::Read, true, 0, 8), 0);
+        p.insert(Request::new(RequestId(2), BE, Direction::Read, true, 800, 8), 0);
+        assert!(matches!(p.dispatch(0), Decision::Dispatch(_)));
+        p.check_invariants().expect("healthy");
+        p.in_flight[0] += 1;
+        assert_eq!(
+            p.check_invariants().expect_err("in flight off by one").what,
+            "mq-deadline"
+        );
     }
 }
