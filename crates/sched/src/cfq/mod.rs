@@ -33,6 +33,7 @@ mod dispatch;
 pub mod elevator;
 pub mod group;
 pub mod idle;
+mod invariants;
 pub mod ncq;
 mod preempt;
 pub mod queue;
@@ -564,5 +565,9 @@ impl Scheduler for Cfq {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.check()
     }
 }
