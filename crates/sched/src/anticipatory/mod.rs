@@ -13,6 +13,7 @@
 pub mod batch;
 pub mod elevator;
 pub mod history;
+mod invariants;
 
 use crate::device::DeviceInfo;
 use crate::merge::{absorb, IntMap, MergeIndex, MergeKind};
@@ -694,6 +695,10 @@ impl Scheduler for Anticipatory {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.check()
     }
 }
 
