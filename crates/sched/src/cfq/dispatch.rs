@@ -23,7 +23,11 @@ pub const PREEMPT_KEY_LEAD: i64 = SEC as i64;
 pub const WAIT_BUSY_LAST_TICK: Time = MS;
 
 /// Bound on queue switches within one dispatch call (each switch expires a queue, so a few always suffice).
-const MAX_SELECT_ROUNDS: usize = 8;
+/// Running out of rounds is counted in `Cfq::select_rounds_exhausted`, which [`Cfq::check_invariants`] requires to
+/// stay zero (a policy must not panic, so the count is where the conformance checker and the debug simulator see it).
+///
+/// [`Cfq::check_invariants`]: crate::Scheduler::check_invariants
+pub const MAX_SELECT_ROUNDS: usize = 8;
 
 /// What queue selection decided.
 enum Pick {
@@ -40,7 +44,13 @@ impl Cfq {
         if self.rq_queued == 0 {
             return Decision::Nothing;
         }
-        for _ in 0..MAX_SELECT_ROUNDS {
+        let mut rounds = 0;
+        loop {
+            if rounds == MAX_SELECT_ROUNDS {
+                self.select_rounds_exhausted += 1;
+                break;
+            }
+            rounds += 1;
             match self.select_queue(now) {
                 Pick::Wait(t) => return Decision::WaitUntil(t),
                 Pick::Hold => break,

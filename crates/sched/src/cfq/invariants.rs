@@ -15,8 +15,17 @@ impl Cfq {
     ///   when it has a tree position, and it is on that tree at that position; the trees hold nothing else;
     /// - each group's `nr_cfqq` equals its busy queues;
     /// - `rq_in_driver` equals the requests on the device, split into `in_flight` by their queue's sync flag; each
-    ///   queue's and group's `dispatched` equals its requests on the device.
+    ///   queue's and group's `dispatched` equals its requests on the device;
+    /// - no dispatch call ever ran out of queue switches or needed the liveness guard.
     pub(super) fn check(&self) -> Result<(), InvariantViolation> {
+        ensure_invariant!(
+            self.select_rounds_exhausted == 0 && self.forced == 0,
+            WHAT,
+            "{} dispatch calls ran out of their {} queue switches; the liveness guard forced {} dispatches",
+            self.select_rounds_exhausted,
+            super::dispatch::MAX_SELECT_ROUNDS,
+            self.forced
+        );
         let nq = self.queues.len();
         let mut stored = vec![0usize; nq];
         let mut meta = vec![0u32; nq];
@@ -198,5 +207,7 @@ mod tests {
         assert!(c.check().expect_err("nr_cfqq").detail.contains("nr_cfqq"));
         c.groups[0].nr_cfqq -= 1;
         c.check().expect("repaired");
+        c.select_rounds_exhausted += 1;
+        assert!(c.check().expect_err("round cap hit").detail.contains("queue switches"));
     }
 }

@@ -121,8 +121,11 @@ pub struct Cfq {
     last_delayed_sync: Option<Time>,
     ncq: NcqDetector,
     tree_seq: u64,
-    /// Times the liveness guard had to force a dispatch (should stay 0; checked by tests).
+    /// Times the liveness guard had to force a dispatch (must stay 0; checked by `check_invariants`).
     forced: u64,
+    /// Dispatch calls that ran out of their [`dispatch::MAX_SELECT_ROUNDS`] queue switches (must stay 0; checked by
+    /// `check_invariants`).
+    select_rounds_exhausted: u64,
 }
 
 impl Cfq {
@@ -159,6 +162,7 @@ impl Cfq {
             ncq: NcqDetector::default(),
             tree_seq: 0,
             forced: 0,
+            select_rounds_exhausted: 0,
         }
     }
 
