@@ -1109,8 +1109,12 @@ mod tests {
     }
 
     fn busy_sim() -> Simulation {
+        busy_sim_with("cfq")
+    }
+
+    fn busy_sim_with(name: &str) -> Simulation {
         let dev = preset("seagate-hdd").expect("preset").build();
-        let policy = bfq_sched::registry::build("cfq", &dev.info(), &[] as &[&str]).expect("cfq");
+        let policy = bfq_sched::registry::build(name, &dev.info(), &[] as &[&str]).expect("policy");
         let host = HostConfig {
             memory_bytes: 64 << 20,
             time_policy: false,
@@ -1156,6 +1160,21 @@ mod tests {
         sim.flusher.outstanding += 1;
         let err = sim.check_invariants().expect_err("a flusher request too many");
         assert_eq!(err.what, "sim flusher", "{err}");
+    }
+
+    #[test]
+    fn every_policy_keeps_the_invariants_through_a_mixed_run() {
+        for desc in bfq_sched::registry::policies() {
+            let mut sim = busy_sim_with(desc.name);
+            // In debug builds `run_until` checks after every step; check at a few points in release builds too.
+            for ms in [50, 150, 400] {
+                sim.run_until(ms * bfq_sched::MS);
+                if let Err(e) = sim.check_invariants() {
+                    panic!("{} at {ms} ms: {e}", desc.name);
+                }
+            }
+            assert!(sim.metrics().block_requests > 100, "{}: the run did little", desc.name);
+        }
     }
 
     #[test]
