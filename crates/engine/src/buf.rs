@@ -15,9 +15,10 @@ pub struct AlignedBuf {
     len: usize,
 }
 
-// SAFETY: the buffer owns its allocation exclusively, like a Vec<u8>.
+// SAFETY: the buffer owns its allocation exclusively, like a Vec<u8>, so moving it to another thread moves the only
+// owner of the memory.
 unsafe impl Send for AlignedBuf {}
-// SAFETY: shared access only reads.
+// SAFETY: through a shared reference the buffer is only read (`as_slice`, `as_ptr`); writing needs `&mut self`.
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
@@ -28,7 +29,8 @@ impl AlignedBuf {
             return AlignedBuf::empty();
         }
         let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size.
+        // SAFETY: the layout has a non-zero size (len >= 512) and a power-of-two alignment; a null result is handled
+        // below.
         let raw = unsafe { alloc_zeroed(layout) };
         match NonNull::new(raw) {
             Some(ptr) => AlignedBuf { ptr, len },
@@ -62,13 +64,14 @@ impl AlignedBuf {
 
     /// The contents.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len initialised bytes (or dangling with len 0).
+        // SAFETY: ptr is valid for len bytes, initialised (zeroed at allocation), owned by self and freed only on
+        // drop; with len 0 it is a non-null, aligned dangling pointer, which from_raw_parts accepts.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     /// The contents, mutably.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and we hold the only reference.
+        // SAFETY: as in `as_slice`, and `&mut self` guarantees no other reference to the bytes exists.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
@@ -77,7 +80,9 @@ impl AlignedBuf {
         self.ptr.as_ptr()
     }
 
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+    /// The start address, for the kernel to write into (reads through io_uring or AIO). The caller keeps the buffer
+    /// alive and unborrowed until the kernel is done with it.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 }
@@ -85,7 +90,8 @@ impl AlignedBuf {
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.len != 0 {
-            // SAFETY: allocated in `new` with this layout.
+            // SAFETY: a non-zero len means ptr came from `alloc_zeroed` in `new` with `Self::layout(len)`, and len
+            // never changes.
             unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
         }
     }
@@ -125,5 +131,43 @@ mod tests {
         let c = b.clone();
         assert_eq!(c.as_slice()[3], 7);
         assert!(AlignedBuf::new(0).is_empty());
+    }
+
+    #[test]
+    fn every_length_is_aligned_zeroed_and_a_whole_number_of_sectors() {
+        for len in [1, 511, 512, 513, 4095, 4096, 5000, 65_536, 1 << 20] {
+            let mut b = AlignedBuf::new(len);
+            assert_eq!(b.len(), len.div_ceil(BUF_LEN_UNIT) * BUF_LEN_UNIT, "len {len}");
+            assert_eq!(b.len() % BUF_LEN_UNIT, 0);
+            assert!(b.len() >= len && b.len() < len + BUF_LEN_UNIT);
+            assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0, "len {len}");
+            assert_eq!(b.as_mut_ptr() as usize % BUF_ALIGN, 0, "len {len}");
+            assert!(b.as_slice().iter().all(|&x| x == 0), "len {len}");
+            assert_eq!(b.as_slice().len(), b.len());
+            let n = b.len();
+            b.as_mut_slice()[n - 1] = 0xAB;
+            assert_eq!(b.as_slice()[n - 1], 0xAB);
+        }
+    }
+
+    #[test]
+    fn empty_buffers_are_aligned_and_hold_nothing() {
+        for b in [AlignedBuf::new(0), AlignedBuf::empty(), AlignedBuf::default()] {
+            assert_eq!(b.len(), 0);
+            assert!(b.as_slice().is_empty());
+            assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
+        }
+    }
+
+    #[test]
+    fn clones_are_independent_copies() {
+        let mut a = AlignedBuf::new(4096);
+        a.as_mut_slice()[100] = 1;
+        let mut b = a.clone();
+        b.as_mut_slice()[100] = 2;
+        assert_eq!(a.as_slice()[100], 1);
+        assert_eq!(b.as_slice()[100], 2);
+        assert_ne!(a.as_ptr(), b.as_ptr());
+        assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
     }
 }

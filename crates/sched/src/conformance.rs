@@ -9,7 +9,12 @@
 //! - `Nothing` comes only when nothing is queued, or while requests are in flight (a completion will call again);
 //! - `WaitUntil` is strictly in the future and at most [`Config::max_wait_until`] ahead;
 //! - [`Scheduler::queued`] always equals the number of inserted, undispatched requests;
+//! - [`Scheduler::check_invariants`] holds after every call (each call is one numbered step);
 //! - nothing panics, and everything drains once arrivals stop.
+//!
+//! [`Config::from_seed`] draws the whole configuration (device, flows, load, write and sync shares, tunables within
+//! each policy's [`TunableSpec`] ranges) from one seed, so one number reproduces a failure: errors name the seed and
+//! the step, and the integration test reruns one seed given in [`SEED_ENV`].
 //!
 //! The returned [`Report`] holds each request's insert and dispatch times, so a policy's own tests can check the
 //! wait bound that policy promises.
@@ -17,8 +22,22 @@
 use crate::device::DeviceInfo;
 use crate::registry;
 use crate::scheduler::Scheduler;
+use crate::tunables::TunableSpec;
 use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, RequestId, Time, MS, SEC, US};
 use std::collections::{BTreeMap, HashMap};
+
+/// Environment variable that names one seed for the seeded conformance test to rerun
+/// (`BFQ_CONFORMANCE_SEED=1234 cargo test -p bfq-sched --test conformance`).
+pub const SEED_ENV: &str = "BFQ_CONFORMANCE_SEED";
+
+/// Most simulated events (completions or timer expiries) the drain phase may take after arrivals stop. Every
+/// configuration drawn here drains in far fewer; reaching it means a policy keeps answering without making
+/// progress, and the run fails instead of stopping silently.
+pub const MAX_DRAIN_STEPS: u64 = 10_000_000;
+
+/// Longest simulated time the drain phase may take after arrivals stop (ns): a policy that has not sent every
+/// queued request to the device by then is starving someone, and the run fails.
+pub const MAX_DRAIN_TIME: Time = 600 * SEC;
 
 /// Parameters of one conformance run.
 #[derive(Debug, Clone)]
@@ -44,6 +63,8 @@ pub struct Config {
     pub max_wait_until: Time,
     /// Share of inserts that are writes, in percent.
     pub write_percent: u32,
+    /// Share of writes that are sync (reads always are), in percent.
+    pub sync_write_percent: u32,
     /// Tunables passed to the policy.
     pub tunables: Vec<String>,
 }
@@ -62,9 +83,65 @@ impl Config {
             max_step: 3 * MS,
             max_wait_until: SEC,
             write_percent: 30,
+            sync_write_percent: 30,
             tunables: Vec::new(),
         }
     }
+
+    /// A configuration for policy `name` drawn entirely from `seed`: a rotational or non-rotational device with
+    /// 1-32 hardware tags, 1-32 flows, 4-128 queued requests, 0-100 % writes of which 0-100 % sync, 0.1-10 ms
+    /// service, time steps under 0.1-5 ms, and each tunable either left at its default or drawn from its
+    /// [`TunableSpec`] range (time tunables at most one second, so that the wait bound of one second holds).
+    /// Unknown policy names get no tunables (the run then reports the unknown name).
+    pub fn from_seed(seed: u64, name: &str) -> Self {
+        let mut rng = Rng(seed ^ 0xC0F1_6000_5EED);
+        let mut device = if rng.chance(50) {
+            DeviceInfo::hdd()
+        } else {
+            DeviceInfo::ssd()
+        };
+        device.queue_depth = 1 + rng.below(32) as u32;
+        device.max_sectors = 8 << rng.below(8);
+        let mut cfg = Config::new(seed, device);
+        cfg.ops = 3_000 + rng.below(9_000) as usize;
+        cfg.max_flows = 1 + rng.below(32) as usize;
+        cfg.max_queued = 4 + rng.below(125) as usize;
+        cfg.max_service = 100 * US + rng.below(10 * MS - 100 * US);
+        cfg.max_step = 100 * US + rng.below(5 * MS - 100 * US);
+        cfg.write_percent = rng.below(101) as u32;
+        cfg.sync_write_percent = rng.below(101) as u32;
+        if let Some(desc) = registry::find(name) {
+            for spec in desc.tunables {
+                if rng.chance(50) {
+                    let v = draw_tunable(&mut rng, spec, &cfg.device);
+                    cfg.tunables.push(format!("{}={v}", spec.name));
+                }
+            }
+        }
+        cfg
+    }
+}
+
+/// A value for `spec` within its range: its minimum, its maximum, or a value around its default (half to twice),
+/// each equally likely. Millisecond values are capped at 1 000 and microsecond ones at 1 000 000, the checker's
+/// bound on how far ahead a policy may wait.
+fn draw_tunable(rng: &mut Rng, spec: &TunableSpec, dev: &DeviceInfo) -> i64 {
+    let cap = match spec.unit {
+        "ms" => 1_000,
+        "us" => 1_000_000,
+        _ => i64::MAX,
+    };
+    let (lo, hi) = (spec.min, spec.max.min(cap).max(spec.min));
+    let v = match rng.below(3) {
+        0 => lo,
+        1 => hi,
+        _ => {
+            let d = spec.default_for(dev).clamp(lo, hi);
+            let (a, b) = ((d / 2).max(lo), d.saturating_mul(2).clamp(lo, hi).max(1));
+            a + rng.below((b - a + 1).max(1) as u64) as i64
+        }
+    };
+    v.clamp(lo, hi)
 }
 
 /// What one request went through.
@@ -173,6 +250,8 @@ struct Harness {
     report: Report,
     last_flow: Option<FlowId>,
     last_kind: Option<(bool, bool)>,
+    /// Calls made to the policy so far: the step a failure is reported at.
+    step: u64,
 }
 
 /// Runs the conformance sequence against the registered policy `name`.
@@ -198,24 +277,28 @@ pub fn run_policy(policy: Box<dyn Scheduler>, cfg: &Config) -> Result<Report, St
         report: Report::default(),
         last_flow: None,
         last_kind: None,
+        step: 0,
     };
     let name = h.policy.name();
-    h.play().map_err(|e| format!("{name}, seed {}: {e}", cfg.seed))?;
+    h.verify("construction")
+        .map_err(|e| format!("{name}, seed {}, step 0: {e}", cfg.seed))?;
+    h.play()
+        .map_err(|e| format!("{name}, seed {}, step {}: {e}", cfg.seed, h.step))?;
     h.drain()
-        .map_err(|e| format!("{name}, seed {} (drain): {e}", cfg.seed))?;
+        .map_err(|e| format!("{name}, seed {}, step {} (drain): {e}", cfg.seed, h.step))?;
     Ok(h.report)
 }
 
 impl Harness {
     fn play(&mut self) -> Result<(), String> {
         for _ in 0..4 {
-            self.start_flow();
+            self.start_flow()?;
         }
         for _ in 0..self.cfg.ops {
             let r = self.rng.below(100);
             match r {
-                0..=2 => self.start_flow(),
-                3..=4 => self.exit_flow(),
+                0..=2 => self.start_flow()?,
+                3..=4 => self.exit_flow()?,
                 5..=49 => self.insert()?,
                 50..=54 => {
                     // A plug flush: one flow issues several contiguous requests at once, inviting merges.
@@ -233,7 +316,7 @@ impl Harness {
     }
 
     fn drain(&mut self) -> Result<(), String> {
-        let deadline = self.now + 600 * SEC;
+        let deadline = self.now + MAX_DRAIN_TIME;
         let mut steps = 0u64;
         loop {
             self.pump()?;
@@ -253,24 +336,29 @@ impl Harness {
             };
             if next > deadline {
                 return Err(format!(
-                    "not drained 600 s after arrivals stopped ({} queued)",
+                    "not drained {} s after arrivals stopped ({} queued)",
+                    MAX_DRAIN_TIME / SEC,
                     self.pending.len()
                 ));
             }
             self.now = self.now.max(next);
             self.complete_due()?;
             steps += 1;
-            if steps > 10_000_000 {
-                return Err("drain did not converge".into());
+            if steps > MAX_DRAIN_STEPS {
+                return Err(format!(
+                    "drain did not converge in {MAX_DRAIN_STEPS} events ({} queued, {} in flight)",
+                    self.pending.len(),
+                    self.in_flight.len()
+                ));
             }
         }
         self.report.end = self.now;
         Ok(())
     }
 
-    fn start_flow(&mut self) {
+    fn start_flow(&mut self) -> Result<(), String> {
         if self.flows.len() >= self.cfg.max_flows {
-            return;
+            return Ok(());
         }
         let id = FlowId(self.next_flow);
         self.next_flow += 1;
@@ -294,18 +382,20 @@ impl Harness {
             seeky: self.rng.chance(40),
         };
         self.flows.insert(id, state);
+        self.check("flow_started")
     }
 
-    fn exit_flow(&mut self) {
+    fn exit_flow(&mut self) -> Result<(), String> {
         if self.flows.len() <= 1 {
-            return;
+            return Ok(());
         }
         let k = self.rng.below(self.flows.len() as u64) as usize;
         let Some(id) = self.flows.keys().nth(k).copied() else {
-            return;
+            return Ok(());
         };
         self.flows.remove(&id);
         self.policy.flow_exited(id, self.now);
+        self.check("flow_exited")
     }
 
     fn insert(&mut self) -> Result<(), String> {
@@ -342,7 +432,7 @@ impl Harness {
             (true, Some(kind)) => kind,
             _ => {
                 let write = self.rng.chance(u64::from(self.cfg.write_percent));
-                (write, !write || self.rng.chance(30))
+                (write, !write || self.rng.chance(u64::from(self.cfg.sync_write_percent)))
             }
         };
         self.last_kind = Some((write, sync));
@@ -381,7 +471,7 @@ impl Harness {
             },
         );
         self.policy.insert(rq, self.now);
-        self.check_queued("insert")
+        self.check("insert")
     }
 
     fn advance(&mut self) -> Result<(), String> {
@@ -406,7 +496,7 @@ impl Harness {
             }
             let rq = self.in_flight.remove(&(t, s)).expect("present");
             self.policy.completed(&rq, self.now);
-            self.check_queued("completed")?;
+            self.check("completed")?;
             self.pump()?;
         }
         Ok(())
@@ -416,9 +506,16 @@ impl Harness {
         let tags = self.cfg.device.queue_depth.max(1) as usize;
         self.wakeup = None;
         while self.in_flight.len() < tags {
-            match self.policy.dispatch(self.now) {
-                Decision::Dispatch(rq) => self.accept(rq)?,
+            let decision = self.policy.dispatch(self.now);
+            // The step is the dispatch call; the queued count is compared once the request is accounted for.
+            self.step += 1;
+            match decision {
+                Decision::Dispatch(rq) => {
+                    self.accept(rq)?;
+                    self.verify("dispatch")?;
+                }
                 Decision::WaitUntil(t) => {
+                    self.verify("dispatch")?;
                     if t <= self.now {
                         return Err(format!("WaitUntil({t}) is not in the future (now {})", self.now));
                     }
@@ -434,6 +531,7 @@ impl Harness {
                     break;
                 }
                 Decision::Nothing => {
+                    self.verify("dispatch")?;
                     if !self.pending.is_empty() && self.in_flight.is_empty() {
                         return Err(format!(
                             "Nothing with {} requests queued and none in flight",
@@ -444,7 +542,7 @@ impl Harness {
                 }
             }
         }
-        self.check_queued("dispatch")
+        Ok(())
     }
 
     fn accept(&mut self, rq: Request) -> Result<(), String> {
@@ -489,7 +587,17 @@ impl Harness {
         Ok(())
     }
 
-    fn check_queued(&self, after: &str) -> Result<(), String> {
+    /// Counts one call to the policy as a step, then checks its invariants and its queued count.
+    fn check(&mut self, after: &str) -> Result<(), String> {
+        self.step += 1;
+        self.verify(after)
+    }
+
+    /// Checks the policy's invariants and its queued count after a call to `after`.
+    fn verify(&self, after: &str) -> Result<(), String> {
+        if let Err(v) = self.policy.check_invariants() {
+            return Err(format!("after {after}: {v}"));
+        }
         let q = self.policy.queued();
         if q != self.pending.len() {
             return Err(format!(

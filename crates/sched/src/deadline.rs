@@ -7,8 +7,9 @@
 //! [`mq_deadline`](crate::mq_deadline), which keeps one per priority level.
 
 use crate::device::DeviceInfo;
+use crate::ensure_invariant;
 use crate::merge::{absorb, IntMap, MergeIndex, MergeKind};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{InvariantViolation, Scheduler};
 use crate::tunables::{TunableSpec, TunableValues};
 use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, Time, MS};
 use std::collections::{BTreeMap, BTreeSet};
@@ -292,6 +293,48 @@ impl DeadlineLists {
     pub fn queued(&self) -> usize {
         self.queued
     }
+
+    /// Checks the lists against each other: the queued count equals the parts of the held requests; every held
+    /// request is in its direction's sorted list (under its start sector) and FIFO (under its own position) once,
+    /// and those lists hold nothing else; the merge index names only held requests.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        const WHAT: &str = "deadline lists";
+        let parts: usize = self.entries.values().map(|e| e.rq.parts()).sum();
+        ensure_invariant!(
+            parts == self.queued,
+            WHAT,
+            "queued {} != {parts} held request parts",
+            self.queued
+        );
+        let (sorted, fifo) = (
+            self.sorted[0].len() + self.sorted[1].len(),
+            self.fifo[0].len() + self.fifo[1].len(),
+        );
+        ensure_invariant!(
+            sorted == self.entries.len() && fifo == self.entries.len(),
+            WHAT,
+            "{} requests held, {sorted} in the sorted lists, {fifo} in the FIFOs",
+            self.entries.len()
+        );
+        for (&h, e) in self.entries.iter() {
+            let d = e.rq.dir.index();
+            ensure_invariant!(
+                self.sorted[d].contains(&(e.rq.sector, h)),
+                WHAT,
+                "request {h} is not in the sorted list of its direction at sector {}",
+                e.rq.sector
+            );
+            ensure_invariant!(
+                self.fifo[d].get(&e.fifo) == Some(&h),
+                WHAT,
+                "request {h} is not in the FIFO of its direction at {:?}",
+                e.fifo
+            );
+        }
+        self.index
+            .check_invariants(self.entries.len(), |h| self.entries.get(&h).map(|e| &e.rq))
+            .map_err(|e| InvariantViolation::new("deadline merge index", e))
+    }
 }
 
 /// Chooses the direction of a new batch (legacy deadline and mq-deadline alike): reads, unless writes are queued
@@ -385,6 +428,11 @@ impl Scheduler for Deadline {
 
     fn name(&self) -> &'static str {
         "deadline"
+    }
+
+    /// The sorted lists, FIFOs, merge index and queued count agree ([`DeadlineLists::check_invariants`]).
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.lists.check_invariants()
     }
 
     fn flow_started(&mut self, _flow: &FlowInfo, _now: Time) {}
@@ -654,5 +702,27 @@ pub(crate) mod tests {
             exercised > 0,
             "{policy}: no request outlived its deadline; the bound was not exercised"
         );
+    }
+
+    #[test]
+    fn check_invariants_catches_broken_lists() {
+        let mut p = policy(&[]);
+        for (i, sector) in [0u64, 8, 1000, 5000].into_iter().enumerate() {
+            p.insert(
+                Request::new(RequestId(i as u64), FlowId(1), Direction::Read, true, sector, 8),
+                0,
+            );
+        }
+        p.check_invariants().expect("healthy");
+        p.lists.queued += 1;
+        assert_eq!(
+            p.check_invariants().expect_err("queued off by one").what,
+            "deadline lists"
+        );
+        p.lists.queued -= 1;
+        let (&h, _) = p.lists.entries.iter().next().expect("a request");
+        let fifo = p.lists.entries[&h].fifo;
+        p.lists.fifo[0].remove(&fifo);
+        assert!(p.check_invariants().is_err(), "a request missing from its FIFO");
     }
 }

@@ -57,7 +57,7 @@ impl Driver {
     /// Reports the completion of a dispatched request and frees its tag. Call [`Driver::pump`] afterwards.
     pub fn complete(&mut self, rq: &Request, now: Time) {
         self.stats.completed += 1;
-        self.in_flight = self.in_flight.saturating_sub(1);
+        crate::counter::dec(&mut self.in_flight, "driver in_flight");
         self.policy.completed(rq, now);
     }
 

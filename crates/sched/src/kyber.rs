@@ -394,7 +394,7 @@ impl Scheduler for Kyber {
             return;
         };
         if let Some(u) = self.in_use.get_mut(f.domain) {
-            *u = u.saturating_sub(1);
+            crate::counter::dec(u, "kyber in_use[domain]");
         }
         if let (Some(h), Some(&target)) = (self.hist.get_mut(f.domain), self.target.get(f.domain)) {
             h[TOTAL].add(now.saturating_sub(f.inserted), target, now);
@@ -406,6 +406,38 @@ impl Scheduler for Kyber {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    /// The queued count equals the parts of the held requests; every held request is in exactly one domain queue
+    /// and the queues hold nothing else; each domain's tokens in use equal its requests on the device; the merge
+    /// index names only held requests.
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        use crate::ensure_invariant;
+        let parts: usize = self.entries.values().map(|q| q.rq.parts()).sum();
+        ensure_invariant!(
+            parts == self.queued_parts,
+            "kyber",
+            "queued {} != {parts} held request parts",
+            self.queued_parts
+        );
+        let in_queues: usize = self.queues.iter().map(VecDeque::len).sum();
+        ensure_invariant!(
+            in_queues == self.entries.len() && self.queues.iter().flatten().all(|h| self.entries.contains_key(h)),
+            "kyber",
+            "{in_queues} handles in the domain queues for {} held requests",
+            self.entries.len()
+        );
+        for (d, &n) in self.in_use.iter().enumerate() {
+            let held = self.in_flight.values().filter(|f| f.domain == d).count();
+            ensure_invariant!(
+                n as usize == held,
+                "kyber",
+                "domain {d}: {n} tokens in use != {held} requests on the device"
+            );
+        }
+        self.index
+            .check_invariants(self.entries.len(), |h| self.entries.get(&h).map(|q| &q.rq))
+            .map_err(|e| crate::InvariantViolation::new("kyber merge index", e))
     }
 
     /// Async requests (writes without the sync flag) may hold only 75 % of the scheduler tags. Every read counts as
@@ -600,5 +632,19 @@ mod tests {
         assert_eq!(k.depth_limit(Direction::Write, true, 64), 64);
         assert_eq!(k.depth_limit(Direction::Read, true, 64), 64);
         assert_eq!(k.depth_limit(Direction::Write, false, 1), 1);
+    }
+
+    #[test]
+    fn check_invariants_catches_a_broken_token_count() {
+        let mut k = kyber();
+        k.insert(rq(1, Direction::Read), 0);
+        k.insert(rq(2, Direction::Write), 0);
+        assert!(matches!(k.dispatch(0), Decision::Dispatch(_)));
+        k.check_invariants().expect("healthy");
+        k.in_use[2] += 1;
+        assert_eq!(k.check_invariants().expect_err("tokens off by one").what, "kyber");
+        k.in_use[2] -= 1;
+        k.queued_parts += 1;
+        assert!(k.check_invariants().is_err());
     }
 }

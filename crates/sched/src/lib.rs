@@ -27,6 +27,7 @@ pub mod noop;
 pub mod registry;
 pub mod scheduler;
 pub mod slab;
+pub mod tags;
 pub mod tunables;
 pub mod types;
 

@@ -100,6 +100,30 @@ impl MergeIndex {
         None
     }
 
+    /// Checks that every indexed start and end names a request `lookup` knows, with that start or end and the
+    /// same direction and sync flag, and that no more requests are indexed than `live` (two queued requests
+    /// sharing a start or an end share one entry, so fewer is fine).
+    pub fn check_invariants<'a>(&self, live: usize, lookup: impl Fn(u64) -> Option<&'a Request>) -> Result<(), String> {
+        for (by, map, end) in [("start", &self.by_start, false), ("end", &self.by_end, true)] {
+            if map.len() > live {
+                return Err(format!(
+                    "{} requests indexed by {by}, but only {live} queued",
+                    map.len()
+                ));
+            }
+            for (&k, &h) in map {
+                let Some(rq) = lookup(h) else {
+                    return Err(format!("the {by} index names handle {h}, which is not queued"));
+                };
+                let sector = if end { rq.end() } else { rq.sector };
+                if key(rq.dir, rq.sync, sector) != k {
+                    return Err(format!("handle {h} is indexed by a {by} it does not have"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Number of indexed requests.
     pub fn len(&self) -> usize {
         self.by_start.len()

@@ -210,12 +210,29 @@ impl Scheduler for MqDeadline {
     fn completed(&mut self, rq: &Request, _now: Time) {
         if let Some(l) = self.in_flight_level.remove(&rq.id.0) {
             let l = usize::from(l);
-            self.in_flight[l] = self.in_flight[l].saturating_sub(1);
+            crate::counter::dec(&mut self.in_flight[l], "mq-deadline in_flight[level]");
         }
     }
 
     fn queued(&self) -> usize {
         self.levels.iter().map(DeadlineLists::queued).sum()
+    }
+
+    /// Each priority level's lists agree ([`DeadlineLists::check_invariants`]), and each level's in-flight count
+    /// equals its dispatched, uncompleted requests.
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        for lists in &self.levels {
+            lists.check_invariants()?;
+        }
+        for (l, &n) in self.in_flight.iter().enumerate() {
+            let held = self.in_flight_level.values().filter(|&&x| usize::from(x) == l).count();
+            crate::ensure_invariant!(
+                n as usize == held,
+                "mq-deadline",
+                "level {l}: in_flight {n} != {held} dispatched requests of that level"
+            );
+        }
+        Ok(())
     }
 
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
@@ -399,5 +416,19 @@ mod tests {
         p.completed(&a, MS);
         let b = next(&mut p, MS);
         assert_eq!((b.sector, b.sectors, b.parts()), (100, 16, 2));
+    }
+
+    #[test]
+    fn check_invariants_catches_a_broken_in_flight_count() {
+        let mut p = policy_on(&DeviceInfo::ssd(), &[]);
+        p.insert(Request::new(RequestId(1), BE, Direction::Read, true, 0, 8), 0);
+        p.insert(Request::new(RequestId(2), BE, Direction::Read, true, 800, 8), 0);
+        assert!(matches!(p.dispatch(0), Decision::Dispatch(_)));
+        p.check_invariants().expect("healthy");
+        p.in_flight[0] += 1;
+        assert_eq!(
+            p.check_invariants().expect_err("in flight off by one").what,
+            "mq-deadline"
+        );
     }
 }

@@ -2,8 +2,9 @@
 //! request size (kernel: `noop_add_request`, `noop_dispatch`; docs/SCHEDULERS.md, noop).
 
 use crate::device::DeviceInfo;
+use crate::ensure_invariant;
 use crate::merge::{absorb, MergeIndex};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{InvariantViolation, Scheduler};
 use crate::tunables::{TunableSpec, TunableValues};
 use crate::types::{Decision, FlowId, FlowInfo, Request, Time};
 use std::collections::VecDeque;
@@ -92,6 +93,22 @@ impl Scheduler for Noop {
     fn queued(&self) -> usize {
         self.queued
     }
+
+    /// The queued count equals the parts of the requests in the FIFO, and the merge index names only queued
+    /// requests.
+    fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let parts: usize = self.fifo.iter().flatten().map(Request::parts).sum();
+        ensure_invariant!(
+            parts == self.queued,
+            "noop",
+            "queued {} != {parts} request parts in the FIFO",
+            self.queued
+        );
+        let live = self.fifo.iter().flatten().count();
+        self.index
+            .check_invariants(live, |h| self.slot(h))
+            .map_err(|e| InvariantViolation::new("noop merge index", e))
+    }
 }
 
 #[cfg(test)]
@@ -154,5 +171,20 @@ mod tests {
         next(&mut n);
         n.insert(rq(2, 0, 8, 8), 0);
         assert_eq!(next(&mut n).parts(), 1);
+    }
+
+    #[test]
+    fn check_invariants_catches_a_broken_queued_count() {
+        let mut n = Noop::new(&DeviceInfo::hdd());
+        n.insert(rq(1, 1, 0, 8), 0);
+        n.insert(rq(2, 1, 8, 8), 0);
+        n.insert(rq(3, 1, 800, 8), 0);
+        n.check_invariants().expect("healthy");
+        n.queued += 1;
+        let e = n.check_invariants().expect_err("one too many");
+        assert_eq!(e.what, "noop");
+        n.queued -= 1;
+        next(&mut n);
+        n.check_invariants().expect("healthy after a dispatch");
     }
 }

@@ -1,10 +1,18 @@
 //! Every policy runs the randomized conformance sequence on a rotational and a non-rotational device, with several
-//! seeds. A new policy joins with one line.
+//! seeds, then on configurations drawn from seeds (device, flows, load, tunables). A new policy joins with one line.
+//!
+//! The seeded runs print the seed of a failure; `BFQ_CONFORMANCE_SEED=<seed> cargo test -p bfq-sched --test
+//! conformance` reruns that seed alone (for every policy), and `BFQ_CONFORMANCE_SEEDS=<n>` runs `n` seeds per policy.
 
-use bfq_sched::conformance::{run, Config};
-use bfq_sched::DeviceInfo;
+use bfq_sched::conformance::{run, run_policy, Config, SEED_ENV};
+use bfq_sched::types::{Decision, FlowId, FlowInfo, Request, Time};
+use bfq_sched::{DeviceInfo, InvariantViolation, Scheduler};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
+
+/// Seeds per policy in the seeded-configuration runs, unless `BFQ_CONFORMANCE_SEEDS` says otherwise.
+const DRAWN_SEEDS: u64 = 16;
 
 fn check(name: &str, tunables: &[&str]) {
     for dev in [DeviceInfo::hdd(), DeviceInfo::ssd(), {
@@ -29,11 +37,55 @@ fn check(name: &str, tunables: &[&str]) {
     }
 }
 
+/// The seeds of the seeded-configuration runs: the one in `BFQ_CONFORMANCE_SEED`, or `BFQ_CONFORMANCE_SEEDS` (default
+/// [`DRAWN_SEEDS`]) seeds derived from the policy name, so that policies do not all share the same configurations.
+fn drawn_seeds(name: &str) -> Vec<u64> {
+    if let Ok(v) = std::env::var(SEED_ENV) {
+        let seed = v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{SEED_ENV}={v} is not an unsigned integer"));
+        return vec![seed];
+    }
+    let n = std::env::var("BFQ_CONFORMANCE_SEEDS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(DRAWN_SEEDS);
+    let base = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    });
+    (0..n)
+        .map(|i| (base.wrapping_add(i.wrapping_mul(0x9E37_79B9))) >> 16)
+        .collect()
+}
+
+fn check_drawn(name: &str) {
+    for seed in drawn_seeds(name) {
+        let cfg = Config::from_seed(seed, name);
+        if let Err(e) = run(name, &cfg) {
+            panic!(
+                "{e}\nconfiguration drawn from seed {seed}: {cfg:?}\nrerun with: {SEED_ENV}={seed} cargo test -p \
+                 bfq-sched --test conformance {}_drawn",
+                name.replace('-', "_")
+            );
+        }
+    }
+}
+
 macro_rules! conformance {
     ($test:ident, $name:expr $(, $tunable:expr)*) => {
         #[test]
         fn $test() {
             check($name, &[$($tunable),*]);
+        }
+    };
+}
+
+macro_rules! conformance_drawn {
+    ($test:ident, $name:expr) => {
+        #[test]
+        fn $test() {
+            check_drawn($name);
         }
     };
 }
@@ -57,3 +109,137 @@ conformance!(bfq, "bfq");
 conformance!(bfq_no_low_latency, "bfq", "low_latency=0");
 conformance!(bfq_strict_guarantees, "bfq", "strict_guarantees=1");
 conformance!(bfq_no_idling, "bfq", "slice_idle=0");
+
+conformance_drawn!(noop_drawn, "noop");
+conformance_drawn!(deadline_drawn, "deadline");
+conformance_drawn!(mq_deadline_drawn, "mq-deadline");
+conformance_drawn!(anticipatory_drawn, "anticipatory");
+conformance_drawn!(kyber_drawn, "kyber");
+conformance_drawn!(cfq_drawn, "cfq");
+conformance_drawn!(bfq_drawn, "bfq");
+
+#[test]
+fn drawn_configurations_depend_on_the_seed_only() {
+    let a = Config::from_seed(7, "bfq");
+    let b = Config::from_seed(7, "bfq");
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    let c = Config::from_seed(8, "bfq");
+    assert_ne!(format!("{a:?}"), format!("{c:?}"));
+    // Over a few seeds, the draw covers both device kinds, several depths and some tunables.
+    let cfgs: Vec<Config> = (0..32).map(|s| Config::from_seed(s, "cfq")).collect();
+    assert!(cfgs.iter().any(|c| c.device.rotational) && cfgs.iter().any(|c| !c.device.rotational));
+    assert!(
+        cfgs.iter()
+            .map(|c| c.device.queue_depth)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 4
+    );
+    assert!(cfgs.iter().any(|c| !c.tunables.is_empty()));
+    assert!(cfgs
+        .iter()
+        .all(|c| bfq_sched::registry::build("cfq", &c.device, &c.tunables).is_ok()));
+}
+
+/// noop, except that its invariant check reports a corrupted counter from the `fail_at`-th check on: stands for a
+/// policy whose bookkeeping breaks in the middle of a run.
+struct BrokenNoop {
+    inner: Box<dyn Scheduler>,
+    checks: AtomicU64,
+    fail_at: u64,
+}
+
+impl Scheduler for BrokenNoop {
+    fn name(&self) -> &'static str {
+        "broken-noop"
+    }
+    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+        self.inner.flow_started(flow, now)
+    }
+    fn flow_exited(&mut self, flow: FlowId, now: Time) {
+        self.inner.flow_exited(flow, now)
+    }
+    fn insert(&mut self, rq: Request, now: Time) {
+        self.inner.insert(rq, now)
+    }
+    fn dispatch(&mut self, now: Time) -> Decision {
+        self.inner.dispatch(now)
+    }
+    fn completed(&mut self, rq: &Request, now: Time) {
+        self.inner.completed(rq, now)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let n = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= self.fail_at {
+            return Err(InvariantViolation::new(
+                "broken-noop",
+                format!("counter corrupted at check {n}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_broken_invariant_fails_the_run_with_its_seed_and_step() {
+    let cfg = Config::from_seed(4242, "noop");
+    let inner = bfq_sched::registry::build("noop", &cfg.device, &cfg.tunables).unwrap();
+    let policy = Box::new(BrokenNoop {
+        inner,
+        checks: AtomicU64::new(0),
+        fail_at: 500,
+    });
+    let err = run_policy(policy, &cfg).expect_err("the broken counter must fail the run");
+    assert!(err.contains("seed 4242"), "{err}");
+    // Check 1 follows construction (step 0), so check 500 follows step 499.
+    assert!(err.contains("step 499:"), "{err}");
+    assert!(err.contains("counter corrupted at check 500"), "{err}");
+}
+
+/// noop, except that `queued()` counts one request too many once 100 calls were made: the checker's own count of
+/// undispatched requests must catch it.
+struct DoubleCounting {
+    inner: Box<dyn Scheduler>,
+    calls: u64,
+}
+
+impl Scheduler for DoubleCounting {
+    fn name(&self) -> &'static str {
+        "double-counting"
+    }
+    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+        self.calls += 1;
+        self.inner.flow_started(flow, now)
+    }
+    fn flow_exited(&mut self, flow: FlowId, now: Time) {
+        self.calls += 1;
+        self.inner.flow_exited(flow, now)
+    }
+    fn insert(&mut self, rq: Request, now: Time) {
+        self.calls += 1;
+        self.inner.insert(rq, now)
+    }
+    fn dispatch(&mut self, now: Time) -> Decision {
+        self.calls += 1;
+        self.inner.dispatch(now)
+    }
+    fn completed(&mut self, rq: &Request, now: Time) {
+        self.calls += 1;
+        self.inner.completed(rq, now)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued() + usize::from(self.calls >= 100)
+    }
+}
+
+#[test]
+fn a_double_count_fails_the_run_with_its_seed() {
+    let cfg = Config::new(99, DeviceInfo::ssd());
+    let inner = bfq_sched::registry::build("noop", &cfg.device, &cfg.tunables).unwrap();
+    let err = run_policy(Box::new(DoubleCounting { inner, calls: 0 }), &cfg).expect_err("must fail");
+    assert!(err.contains("double-counting, seed 99, step 100:"), "{err}");
+    assert!(err.contains("queued() ="), "{err}");
+}

@@ -6,7 +6,13 @@ use crate::device::{DevRequest, Device};
 use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
-use bfq_sched::{DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, Request, RequestId, Scheduler, Time, SEC};
+use bfq_sched::counter::dec;
+use bfq_sched::slab::{Slab, SlabKey};
+use bfq_sched::tags::{TagClass, TagPool};
+use bfq_sched::{
+    ensure_invariant, DeviceInfo, Direction, Driver, FlowId, FlowInfo, GroupId, InvariantViolation, Request, RequestId,
+    Scheduler, Time, SEC,
+};
 use bfq_workload::{Actions, Event, FileId, FileSpec, IoError, IoMode, Op, Process, ProcessReport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
@@ -83,11 +89,6 @@ enum ReqKind {
     Direct,
 }
 
-/// Allocation classes with separate tag accounting (the kernel limits async I/O and sync writes separately).
-const KIND_SYNC_READ: usize = 0;
-const KIND_SYNC_WRITE: usize = 1;
-const KIND_ASYNC: usize = 2;
-
 #[derive(Debug)]
 struct BlockReq {
     file: u32,
@@ -100,16 +101,12 @@ struct BlockReq {
     sector: u64,
     sectors: u32,
     created: Time,
-    waiters: Vec<u32>,
+    waiters: Vec<OpKey>,
 }
 
 impl BlockReq {
-    fn alloc_kind(&self) -> usize {
-        match (self.dir, self.sync) {
-            (Direction::Read, true) => KIND_SYNC_READ,
-            (Direction::Write, true) => KIND_SYNC_WRITE,
-            _ => KIND_ASYNC,
-        }
+    fn tag_class(&self) -> TagClass {
+        TagClass::of(self.dir, self.sync)
     }
 }
 
@@ -131,42 +128,18 @@ struct ProcSlot {
     wake_gen: u64,
 }
 
-/// A slab of `T` indexed by `u32`, reusing freed slots.
-struct Slab<T> {
-    items: Vec<Option<T>>,
-    free: Vec<u32>,
-}
-
-impl<T> Slab<T> {
-    fn new() -> Self {
-        Slab {
-            items: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-    fn insert(&mut self, v: T) -> u32 {
-        if let Some(i) = self.free.pop() {
-            self.items[i as usize] = Some(v);
-            i
-        } else {
-            self.items.push(Some(v));
-            (self.items.len() - 1) as u32
-        }
-    }
-    fn remove(&mut self, i: u32) -> Option<T> {
-        let v = self.items.get_mut(i as usize)?.take();
-        if v.is_some() {
-            self.free.push(i);
-        }
-        v
-    }
-    fn get_mut(&mut self, i: u32) -> Option<&mut T> {
-        self.items.get_mut(i as usize)?.as_mut()
-    }
-    fn get(&self, i: u32) -> Option<&T> {
-        self.items.get(i as usize)?.as_ref()
-    }
-}
+bfq_sched::slab_key!(
+    /// A block request in the simulation's request arena.
+    struct ReqKey
+);
+bfq_sched::slab_key!(
+    /// A process operation waiting for block requests (or a writeback release).
+    struct OpKey
+);
+bfq_sched::slab_key!(
+    /// A request on the device; its slot index is the device tag.
+    struct DevKey
+);
 
 #[derive(Debug, Default)]
 struct Flusher {
@@ -191,20 +164,23 @@ pub struct Simulation {
     cache: PageCache,
     procs: Vec<ProcSlot>,
     events: EventQueue<Ev>,
-    reqs: Slab<BlockReq>,
-    /// Generation of each request slot, so request ids are unique over the run.
-    req_gen: Vec<u32>,
-    ops: Slab<OpState>,
-    on_device: Slab<Request>,
-    tag_wait: [VecDeque<u32>; 3],
-    allocated: [u32; 3],
+    /// Block requests from creation to completion; a request's id carries its key's generation, so ids are unique
+    /// over the run.
+    reqs: Slab<ReqKey, BlockReq>,
+    ops: Slab<OpKey, OpState>,
+    /// Requests on the device, by device tag (the slot index).
+    on_device: Slab<DevKey, Request>,
+    /// Requests waiting for a scheduler tag, per [`TagClass`], in arrival order.
+    tag_wait: [VecDeque<ReqKey>; 3],
+    /// Scheduler tags held by requests inserted into the policy and not yet completed.
+    tags: TagPool,
     /// In-flight page-cache reads: (file, first page) -> (pages, request slot).
-    reading: BTreeMap<(u32, u64), (u64, u32)>,
+    reading: BTreeMap<(u32, u64), (u64, ReqKey)>,
     /// Writeback requests not yet completed: (file, first page) -> request slot.
-    writing: BTreeMap<(u32, u64), u32>,
+    writing: BTreeMap<(u32, u64), ReqKey>,
     ra: HashMap<(Pid, u32), RaState>,
     flusher: Flusher,
-    throttled: Vec<u32>,
+    throttled: Vec<OpKey>,
     metrics: Metrics,
     actions: Actions,
     dispatched: Vec<Request>,
@@ -216,6 +192,7 @@ impl Simulation {
     /// A simulation of `device` scheduled by `policy`.
     pub fn new(device: Box<dyn Device>, policy: Box<dyn Scheduler>, host: HostConfig, seed: u64) -> Self {
         let info = device.info();
+        let tags = TagPool::for_policy(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
@@ -231,11 +208,10 @@ impl Simulation {
             procs: Vec::new(),
             events: EventQueue::new(),
             reqs: Slab::new(),
-            req_gen: Vec::new(),
             ops: Slab::new(),
             on_device: Slab::new(),
             tag_wait: Default::default(),
-            allocated: [0; 3],
+            tags,
             reading: BTreeMap::new(),
             writing: BTreeMap::new(),
             ra: HashMap::new(),
@@ -374,7 +350,116 @@ impl Simulation {
                 // A device reported a completion time it then did not deliver: never spin on it.
                 self.now += 1;
             }
+            if cfg!(debug_assertions) {
+                if let Err(e) = self.check_invariants() {
+                    panic!("simulation at {} ns: {e}", self.now);
+                }
+            }
         }
+    }
+
+    /// Checks the simulation's bookkeeping against the structures it counts, then the policy's own invariants:
+    ///
+    /// - the scheduler tags allocated per class equal the live block requests of that class that are not waiting
+    ///   for a tag, and in all equal the requests inserted and not completed: those the policy holds
+    ///   ([`Scheduler::queued`]) plus the parts of the requests on the device;
+    /// - the driver's in-flight count equals the requests on the device;
+    /// - the in-flight page-cache reads and writebacks indexed by page each name a live request of that kind, and
+    ///   every live request of those kinds is indexed;
+    /// - the flusher's outstanding count equals its live async writeback requests;
+    /// - every pending operation waits for as many requests as list it as a waiter (throttled writes wait for one
+    ///   release instead);
+    /// - the arenas' own bookkeeping holds.
+    ///
+    /// [`Simulation::run_until`] calls it after every event step in debug builds and panics on a violation.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let mut live = [0u32; 3];
+        let (mut cache_reads, mut writebacks, mut flusher) = (0usize, 0usize, 0u32);
+        let mut waits: HashMap<OpKey, u32> = HashMap::new();
+        for (_, r) in self.reqs.iter() {
+            live[r.tag_class().index()] += 1;
+            match r.kind {
+                ReqKind::CacheRead => cache_reads += 1,
+                ReqKind::Writeback => {
+                    writebacks += 1;
+                    if r.flow == FLUSHER_FLOW && !r.sync {
+                        flusher += 1;
+                    }
+                }
+                ReqKind::Direct => {}
+            }
+            for &op in &r.waiters {
+                *waits.entry(op).or_default() += 1;
+            }
+        }
+        for class in TagClass::ALL {
+            let (held, waiting) = (self.tags.allocated(class), self.tag_wait[class.index()].len() as u32);
+            ensure_invariant!(
+                held + waiting == live[class.index()],
+                "sim tags",
+                "{class:?}: {held} tags allocated + {waiting} waiting for one != {} live requests",
+                live[class.index()]
+            );
+        }
+        let allocated = u64::from(self.tags.total());
+        let on_device: u64 = self.on_device.iter().map(|(_, rq)| rq.parts() as u64).sum();
+        let queued = self.driver.policy().queued() as u64;
+        ensure_invariant!(
+            allocated == queued + on_device,
+            "sim tags",
+            "{allocated} tags allocated != {queued} queued in the policy + {on_device} requests on the device"
+        );
+        ensure_invariant!(
+            self.driver.in_flight() as usize == self.on_device.len(),
+            "sim driver",
+            "driver in_flight {} != {} requests on the device",
+            self.driver.in_flight(),
+            self.on_device.len()
+        );
+        ensure_invariant!(
+            self.reading.len() == cache_reads
+                && self
+                    .reading
+                    .values()
+                    .all(|&(_, id)| self.reqs.get(id).is_some_and(|r| r.kind == ReqKind::CacheRead)),
+            "sim page-cache reads",
+            "{} indexed reads, {cache_reads} live read requests",
+            self.reading.len()
+        );
+        ensure_invariant!(
+            self.writing.len() == writebacks
+                && self
+                    .writing
+                    .values()
+                    .all(|&id| self.reqs.get(id).is_some_and(|r| r.kind == ReqKind::Writeback)),
+            "sim writeback",
+            "{} indexed writebacks, {writebacks} live writeback requests",
+            self.writing.len()
+        );
+        ensure_invariant!(
+            self.flusher.outstanding == flusher,
+            "sim flusher",
+            "outstanding {} != {flusher} live flusher writebacks",
+            self.flusher.outstanding
+        );
+        for (opid, o) in self.ops.iter() {
+            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(self.throttled.contains(&opid));
+            ensure_invariant!(
+                o.deps == expected,
+                "sim operations",
+                "operation {opid:?} of process {} waits for {} requests, but {expected} name it",
+                o.pid,
+                o.deps
+            );
+        }
+        for (what, r) in [
+            ("requests", self.reqs.check_invariants()),
+            ("operations", self.ops.check_invariants()),
+            ("device requests", self.on_device.check_invariants()),
+        ] {
+            r.map_err(|e| InvariantViolation::new("sim arenas", format!("{what}: {e}")))?;
+        }
+        self.driver.policy().check_invariants()
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -585,7 +670,7 @@ impl Simulation {
         }
     }
 
-    fn finish_op_if_ready(&mut self, opid: u32) {
+    fn finish_op_if_ready(&mut self, opid: OpKey) {
         if self.ops.get(opid).is_some_and(|o| o.deps == 0) {
             if let Some(o) = self.ops.remove(opid) {
                 let copy = if o.copy { o.bytes } else { 0 };
@@ -595,8 +680,8 @@ impl Simulation {
     }
 
     /// Makes `opid` wait for every uncompleted writeback request (of `file`, or of all files).
-    fn wait_for_writeback(&mut self, opid: u32, file: Option<u32>) {
-        let ids: Vec<u32> = match file {
+    fn wait_for_writeback(&mut self, opid: OpKey, file: Option<u32>) {
+        let ids: Vec<ReqKey> = match file {
             Some(f) => self.writing.range((f, 0)..(f + 1, 0)).map(|(_, &id)| id).collect(),
             None => self.writing.values().copied().collect(),
         };
@@ -724,65 +809,51 @@ impl Simulation {
         }
     }
 
-    fn new_req(&mut self, r: BlockReq) -> u32 {
+    fn new_req(&mut self, r: BlockReq) -> ReqKey {
         let id = self.reqs.insert(r);
-        if self.req_gen.len() <= id as usize {
-            self.req_gen.resize(id as usize + 1, 0);
-        }
-        self.req_gen[id as usize] = self.req_gen[id as usize].wrapping_add(1);
         self.metrics.block_requests += 1;
         id
     }
 
-    fn request_id(&self, slot: u32) -> RequestId {
-        RequestId((u64::from(self.req_gen[slot as usize]) << 32) | u64::from(slot))
+    /// The policy's id of request `key`: the slot index in the low 32 bits, and in the high ones the number of
+    /// requests the slot has held so far, this one included (the key's generation + 1).
+    fn request_id(key: ReqKey) -> RequestId {
+        RequestId((u64::from(key.generation().wrapping_add(1)) << 32) | u64::from(key.index()))
+    }
+
+    /// The key of the request the policy knows as `id` (see [`Simulation::request_id`]).
+    fn request_key(id: RequestId) -> ReqKey {
+        ReqKey::from_parts((id.0 & 0xFFFF_FFFF) as u32, ((id.0 >> 32) as u32).wrapping_sub(1))
     }
 
     /// Allocates a scheduler tag for request `id` and inserts it, or queues it until a tag is free.
-    fn submit(&mut self, id: u32) {
+    fn submit(&mut self, id: ReqKey) {
         let Some(r) = self.reqs.get(id) else { return };
-        let kind = r.alloc_kind();
-        if self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
+        let class = r.tag_class();
+        if self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
             self.insert(id);
         } else {
-            self.tag_wait[kind].push_back(id);
+            self.tag_wait[class.index()].push_back(id);
         }
     }
 
-    fn can_allocate(&self, kind: usize) -> bool {
-        let nr = self.info.nr_requests.max(1);
-        // blk-mq shares one pool of scheduler tags; the legacy block layer had one pool per sync/async.
-        let used: u32 = if !self.driver.policy().separate_sync_pool() {
-            self.allocated.iter().sum()
-        } else if kind == KIND_ASYNC {
-            self.allocated[KIND_ASYNC]
-        } else {
-            self.allocated[KIND_SYNC_READ] + self.allocated[KIND_SYNC_WRITE]
-        };
-        if used >= nr {
-            return false;
-        }
-        let (dir, sync) = match kind {
-            KIND_SYNC_READ => return true,
-            KIND_SYNC_WRITE => (Direction::Write, true),
-            _ => (Direction::Write, false),
-        };
-        self.allocated[kind] < self.driver.policy().depth_limit(dir, sync, nr).max(1)
+    fn can_allocate(&self, class: TagClass) -> bool {
+        self.tags.can_allocate(class, self.driver.policy())
     }
 
-    fn insert(&mut self, id: u32) {
-        let rid = self.request_id(id);
+    fn insert(&mut self, id: ReqKey) {
+        let rid = Self::request_id(id);
         let Some(r) = self.reqs.get(id) else { return };
-        let kind = r.alloc_kind();
+        let class = r.tag_class();
         let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
-        self.allocated[kind] += 1;
+        self.tags.allocate(class);
         self.timed(|d, now| d.insert(rq, now));
     }
 
     fn admit_waiting(&mut self) {
-        for kind in [KIND_SYNC_READ, KIND_SYNC_WRITE, KIND_ASYNC] {
-            while !self.tag_wait[kind].is_empty() && self.can_allocate(kind) {
-                if let Some(id) = self.tag_wait[kind].pop_front() {
+        for class in TagClass::ALL {
+            while !self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
+                if let Some(id) = self.tag_wait[class.index()].pop_front() {
                     self.insert(id);
                 }
             }
@@ -804,7 +875,7 @@ impl Simulation {
             let tag = self.on_device.insert(rq);
             self.device.submit(
                 DevRequest {
-                    tag: u64::from(tag),
+                    tag: u64::from(tag.index()),
                     ..dev
                 },
                 self.now,
@@ -814,7 +885,10 @@ impl Simulation {
     }
 
     fn device_done(&mut self, tag: u64) {
-        let Some(rq) = self.on_device.remove(tag as u32) else {
+        let Some(key) = u32::try_from(tag).ok().and_then(|t| self.on_device.key_at(t)) else {
+            return;
+        };
+        let Some(rq) = self.on_device.remove(key) else {
             return;
         };
         self.timed(|d, now| d.complete(&rq, now));
@@ -827,9 +901,10 @@ impl Simulation {
     }
 
     fn block_done(&mut self, id: RequestId) {
-        let slot = (id.0 & 0xFFFF_FFFF) as u32;
-        let Some(r) = self.reqs.remove(slot) else { return };
-        self.allocated[r.alloc_kind()] = self.allocated[r.alloc_kind()].saturating_sub(1);
+        let Some(r) = self.reqs.remove(Self::request_key(id)) else {
+            return;
+        };
+        self.tags.release(r.tag_class());
         self.metrics.complete(
             self.now,
             r.flow,
@@ -846,7 +921,7 @@ impl Simulation {
                 self.writing.remove(&(r.file, r.page));
                 self.cache.finish_write(r.file, r.page, r.pages);
                 if r.flow == FLUSHER_FLOW && !r.sync {
-                    self.flusher.outstanding = self.flusher.outstanding.saturating_sub(1);
+                    dec(&mut self.flusher.outstanding, "flusher outstanding");
                 }
                 self.release_throttled();
             }
@@ -854,7 +929,7 @@ impl Simulation {
         }
         for opid in r.waiters {
             if let Some(o) = self.ops.get_mut(opid) {
-                o.deps = o.deps.saturating_sub(1);
+                dec(&mut o.deps, "op deps");
             }
             self.finish_op_if_ready(opid);
         }
@@ -978,5 +1053,137 @@ impl Simulation {
             return false;
         };
         (0..self.cache.files()).any(|f| self.cache.dirtied_at(f).is_some_and(|d| d <= t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::preset;
+    use bfq_workload::{FlowSpec, Placement};
+
+    /// Reads a file sequentially with buffered 64 KiB reads while writing another with buffered writes.
+    struct Mixed {
+        flow: FlowSpec,
+        file: FileId,
+        write: bool,
+        offset: u64,
+        end: u64,
+        ops: u64,
+    }
+
+    impl Process for Mixed {
+        fn flow(&self) -> FlowSpec {
+            self.flow.clone()
+        }
+        fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
+            if let Event::Completed { .. } = ev {
+                self.ops += 1;
+            }
+            if self.offset >= self.end {
+                out.exit = true;
+                return;
+            }
+            let (file, offset, len) = (self.file, self.offset, 64 << 10);
+            self.offset += len;
+            let op = if self.write {
+                Op::Write {
+                    file,
+                    offset,
+                    len,
+                    mode: IoMode::Buffered,
+                }
+            } else {
+                Op::Read {
+                    file,
+                    offset,
+                    len,
+                    mode: IoMode::Buffered,
+                }
+            };
+            out.ops.push((self.ops, op));
+        }
+        fn report(&self) -> ProcessReport {
+            ProcessReport::default()
+        }
+    }
+
+    fn busy_sim() -> Simulation {
+        busy_sim_with("cfq")
+    }
+
+    fn busy_sim_with(name: &str) -> Simulation {
+        let dev = preset("seagate-hdd").expect("preset").build();
+        let policy = bfq_sched::registry::build(name, &dev.info(), &[] as &[&str]).expect("policy");
+        let host = HostConfig {
+            memory_bytes: 64 << 20,
+            time_policy: false,
+            ..HostConfig::default()
+        };
+        let mut sim = Simulation::new(dev, policy, host, 7);
+        for (i, write) in [(0u32, false), (1, true)] {
+            let file = sim
+                .add_file(&FileSpec {
+                    name: format!("f{i}"),
+                    size: 32 << 20,
+                    placement: Placement::Contiguous,
+                    prewritten: true,
+                })
+                .expect("file fits");
+            sim.spawn(
+                0,
+                Box::new(Mixed {
+                    flow: FlowSpec::named(format!("p{i}")),
+                    file,
+                    write,
+                    offset: 0,
+                    end: 32 << 20,
+                    ops: 0,
+                }),
+            );
+        }
+        sim
+    }
+
+    #[test]
+    fn invariants_hold_through_a_busy_run_and_catch_a_broken_tag_count() {
+        let mut sim = busy_sim();
+        // Stop in the middle of the run, with requests queued, on the device and waiting for pages.
+        sim.run_until(200 * bfq_sched::MS);
+        assert!(!sim.reqs.is_empty(), "the run must be busy when it is checked");
+        sim.check_invariants().expect("a healthy simulation");
+        sim.tags.allocate(TagClass::SyncRead);
+        let err = sim.check_invariants().expect_err("one tag too many");
+        assert_eq!(err.what, "sim tags", "{err}");
+        sim.tags.release(TagClass::SyncRead);
+        sim.check_invariants().expect("repaired");
+        sim.flusher.outstanding += 1;
+        let err = sim.check_invariants().expect_err("a flusher request too many");
+        assert_eq!(err.what, "sim flusher", "{err}");
+    }
+
+    #[test]
+    fn every_policy_keeps_the_invariants_through_a_mixed_run() {
+        for desc in bfq_sched::registry::policies() {
+            let mut sim = busy_sim_with(desc.name);
+            // In debug builds `run_until` checks after every step; check at a few points in release builds too.
+            for ms in [50, 150, 400] {
+                sim.run_until(ms * bfq_sched::MS);
+                if let Err(e) = sim.check_invariants() {
+                    panic!("{} at {ms} ms: {e}", desc.name);
+                }
+            }
+            assert!(sim.metrics().block_requests > 100, "{}: the run did little", desc.name);
+        }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "invariant broken in sim tags")]
+    fn debug_builds_check_after_every_step() {
+        let mut sim = busy_sim();
+        sim.run_until(100 * bfq_sched::MS);
+        sim.tags.allocate(TagClass::Async);
+        sim.run_until(200 * bfq_sched::MS);
     }
 }

@@ -57,6 +57,7 @@ impl WriteBatch {
             if took > target.saturating_mul(3) {
                 self.count /= 2;
             } else {
+                // Not a counter: the adaptive batch length shrinks by one step and may legitimately reach zero.
                 self.count = self.count.saturating_sub(1);
             }
         } else if took < target && self.left == 0 {

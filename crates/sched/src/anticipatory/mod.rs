@@ -13,6 +13,7 @@
 pub mod batch;
 pub mod elevator;
 pub mod history;
+mod invariants;
 
 use crate::device::DeviceInfo;
 use crate::merge::{absorb, IntMap, MergeIndex, MergeKind};
@@ -475,6 +476,7 @@ impl Anticipatory {
             self.set_antic_flow(Some(e.rq.flow)); // in case we anticipate after it
         } else {
             self.set_antic_flow(None);
+            // Not a counter: what is left of the write batch's budget, which a batch may overrun (then it ends).
             self.write.left = self.write.left.saturating_sub(1);
         }
         self.ioc_finished = false;
@@ -483,7 +485,7 @@ impl Anticipatory {
         self.queued_parts = self.queued_parts.saturating_sub(e.rq.parts());
         self.in_flight += 1;
         let f = self.flow_mut(e.rq.flow);
-        f.queued = f.queued.saturating_sub(1);
+        crate::counter::dec(&mut f.queued, "anticipatory flow queued");
         f.in_flight += 1;
         Decision::Dispatch(e.rq)
     }
@@ -663,9 +665,9 @@ impl Scheduler for Anticipatory {
     }
 
     fn completed(&mut self, rq: &Request, now: Time) {
-        self.in_flight = self.in_flight.saturating_sub(1);
+        crate::counter::dec(&mut self.in_flight, "anticipatory in_flight");
         if let Some(f) = self.flows.get_mut(&rq.flow) {
-            f.in_flight = f.in_flight.saturating_sub(1);
+            crate::counter::dec(&mut f.in_flight, "anticipatory flow in_flight");
             if rq.sync {
                 f.io_running = true;
                 f.last_end = now;
@@ -693,6 +695,10 @@ impl Scheduler for Anticipatory {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.check()
     }
 }
 

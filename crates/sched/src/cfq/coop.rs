@@ -88,7 +88,7 @@ impl Cfq {
         target.coop = true;
         target.members += 1;
         let queue = &mut self.queues[q as usize];
-        queue.members = queue.members.saturating_sub(1);
+        crate::counter::dec(&mut queue.members, "cfq queue members");
         self.maybe_free(q);
         t
     }

@@ -24,7 +24,11 @@ pub const PREEMPT_KEY_LEAD: i64 = SEC as i64;
 pub const WAIT_BUSY_LAST_TICK: Time = MS;
 
 /// Bound on queue switches within one dispatch call (each switch expires a queue, so a few always suffice).
-const MAX_SELECT_ROUNDS: usize = 8;
+/// Running out of rounds is counted in `Cfq::select_rounds_exhausted`, which [`Cfq::check_invariants`] requires to
+/// stay zero (a policy must not panic, so the count is where the conformance checker and the debug simulator see it).
+///
+/// [`Cfq::check_invariants`]: crate::Scheduler::check_invariants
+pub const MAX_SELECT_ROUNDS: usize = 8;
 
 /// What queue selection decided.
 enum Pick {
@@ -41,7 +45,13 @@ impl Cfq {
         if self.rq_queued == 0 {
             return Decision::Nothing;
         }
-        for _ in 0..MAX_SELECT_ROUNDS {
+        let mut rounds = 0;
+        loop {
+            if rounds == MAX_SELECT_ROUNDS {
+                self.select_rounds_exhausted += 1;
+                break;
+            }
+            rounds += 1;
             match self.select_queue(now) {
                 Pick::Wait(t) => return Decision::WaitUntil(t),
                 Pick::Hold => break,
@@ -319,14 +329,14 @@ impl Cfq {
         queue.sort.remove(&key);
         queue.merge.remove(u64::from(h), &rq);
         if rq.meta {
-            queue.prio_pending = queue.prio_pending.saturating_sub(1);
+            crate::counter::dec(&mut queue.prio_pending, "cfq queue prio_pending");
         }
         if queue.next_rq == Some(h) {
             let next = self.find_next(q, key, rq.end());
             self.queues[q as usize].next_rq = next;
         }
         self.clean_fifo(q);
-        self.rq_queued = self.rq_queued.saturating_sub(1);
+        crate::counter::dec(&mut self.rq_queued, "cfq rq_queued");
         self.queued_parts = self.queued_parts.saturating_sub(rq.parts());
         let queue = &mut self.queues[q as usize];
         queue.dispatched += 1;
@@ -473,16 +483,16 @@ impl Cfq {
     fn del_rr(&mut self, q: u32) {
         let queue = &mut self.queues[q as usize];
         queue.on_rr = false;
-        self.busy_queues = self.busy_queues.saturating_sub(1);
+        crate::counter::dec(&mut self.busy_queues, "cfq busy_queues");
         if queue.sync {
-            self.busy_sync_queues = self.busy_sync_queues.saturating_sub(1);
+            crate::counter::dec(&mut self.busy_sync_queues, "cfq busy_sync_queues");
         }
         let g = queue.group as usize;
         if let Some(pos) = queue.pos.take() {
             self.groups[g].trees[pos.tree].remove((pos.key, pos.seq), q);
         }
         let grp = &mut self.groups[g];
-        grp.nr_cfqq = grp.nr_cfqq.saturating_sub(1);
+        crate::counter::dec(&mut grp.nr_cfqq, "cfq group nr_cfqq");
         if grp.nr_cfqq == 0 {
             self.gtree.remove(g as u32, grp);
             grp.saved = None;
@@ -504,6 +514,7 @@ impl Cfq {
             }
         } else if !front {
             // Queues of higher priority get a smaller offset, so they come around sooner.
+            // Not a decrement: the number of the group's other busy queues (none when this is its only one).
             let others = u64::from(self.groups[g].nr_cfqq.saturating_sub(1));
             let gap = prio_slice(&self.p, true, 0).saturating_sub(prio_slice(&self.p, queue.sync, queue.prio));
             let offset = i64::try_from(others.saturating_mul(gap)).unwrap_or(i64::MAX);
@@ -558,15 +569,15 @@ impl Cfq {
                 && self.rq_in_driver < super::ncq::HW_QUEUE_MIN
         });
         self.ncq.observe(self.rq_in_driver, self.rq_queued, shallow);
-        self.rq_in_driver = self.rq_in_driver.saturating_sub(1);
+        crate::counter::dec(&mut self.rq_in_driver, "cfq rq_in_driver");
         let queue = &mut self.queues[q as usize];
         let sync_q = queue.sync;
-        self.in_flight[usize::from(sync_q)] = self.in_flight[usize::from(sync_q)].saturating_sub(1);
-        queue.dispatched = queue.dispatched.saturating_sub(1);
+        crate::counter::dec(&mut self.in_flight[usize::from(sync_q)], "cfq in_flight[sync]");
+        crate::counter::dec(&mut queue.dispatched, "cfq queue dispatched");
         let g = queue.group as usize;
         let tree = queue.pos.map_or(tree_index(queue.class, queue.workload()), |p| p.tree);
         let grp = &mut self.groups[g];
-        grp.dispatched = grp.dispatched.saturating_sub(1);
+        crate::counter::dec(&mut grp.dispatched, "cfq group dispatched");
         if rq.sync {
             if let Some(ctx) = self.flows.get_mut(&rq.flow) {
                 ctx.ttime.last_end = now;

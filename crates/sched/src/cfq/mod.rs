@@ -34,6 +34,7 @@ mod dispatch;
 pub mod elevator;
 pub mod group;
 pub mod idle;
+mod invariants;
 pub mod ncq;
 mod preempt;
 pub mod queue;
@@ -121,8 +122,11 @@ pub struct Cfq {
     last_delayed_sync: Option<Time>,
     ncq: NcqDetector,
     tree_seq: u64,
-    /// Times the liveness guard had to force a dispatch (should stay 0; checked by tests).
+    /// Times the liveness guard had to force a dispatch (must stay 0; checked by `check_invariants`).
     forced: u64,
+    /// Dispatch calls that ran out of their [`dispatch::MAX_SELECT_ROUNDS`] queue switches (must stay 0; checked by
+    /// `check_invariants`).
+    select_rounds_exhausted: u64,
 }
 
 impl Cfq {
@@ -159,6 +163,7 @@ impl Cfq {
             ncq: NcqDetector::default(),
             tree_seq: 0,
             forced: 0,
+            select_rounds_exhausted: 0,
         }
     }
 
@@ -250,7 +255,7 @@ impl Cfq {
     /// A flow stops using sync queue `q`.
     fn drop_member(&mut self, q: u32, now: Time) {
         if let Some(queue) = self.queues.get_mut(q as usize) {
-            queue.members = queue.members.saturating_sub(1);
+            crate::counter::dec(&mut queue.members, "cfq queue members");
         }
         if self.active == Some(q) {
             self.expire(now, false);
@@ -565,5 +570,9 @@ impl Scheduler for Cfq {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {
+        self.check()
     }
 }

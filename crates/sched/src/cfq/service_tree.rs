@@ -61,6 +61,11 @@ impl ServiceTree {
         self.set.insert((pos.0, pos.1, q));
     }
 
+    /// True if queue `q` is on the tree at `pos`.
+    pub fn contains(&self, pos: (i64, u64), q: u32) -> bool {
+        self.set.contains(&(pos.0, pos.1, q))
+    }
+
     /// Removes a queue inserted at `pos`.
     pub fn remove(&mut self, pos: (i64, u64), q: u32) {
         self.set.remove(&(pos.0, pos.1, q));

@@ -13,6 +13,7 @@
 
 use std::cell::Cell;
 
+use bfq_sched::slab::{Slab, SlabKey};
 use bfq_sched::{DeviceInfo, Direction, Time};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,11 @@ pub struct Raid1Config {
     pub disk: HddConfig,
 }
 
+bfq_sched::slab_key!(
+    /// A request on the pair; its slot index is the tag its halves carry on the mirrors.
+    struct SlotKey
+);
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
     tag: u64,
@@ -44,8 +50,7 @@ struct Slot {
 pub struct Raid1 {
     info: DeviceInfo,
     disks: [Hdd; 2],
-    slots: Vec<Slot>,
-    free: Vec<u32>,
+    slots: Slab<SlotKey, Slot>,
     pending: [u32; 2],
     /// Where the last read sent to each mirror ended (md's `next_seq_sect`).
     next_seq: [u64; 2],
@@ -80,8 +85,7 @@ impl Raid1 {
                 capacity_sectors: di.capacity_sectors,
             },
             disks: [a, b],
-            slots: Vec::with_capacity(cfg.queue_depth as usize),
-            free: Vec::with_capacity(cfg.queue_depth as usize),
+            slots: Slab::with_capacity(cfg.queue_depth as usize),
             pending: [0; 2],
             next_seq: [u64::MAX; 2],
             head_pos: [0; 2],
@@ -111,24 +115,17 @@ impl Raid1 {
     }
 
     fn alloc_slot(&mut self, tag: u64, remaining: u8) -> u64 {
-        let slot = Slot { tag, remaining };
-        match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i as u64
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u64
-            }
-        }
+        u64::from(self.slots.insert(Slot { tag, remaining }).index())
     }
 
     /// The earliest time a request completes, found by running copies of the mirrors forward (needed only while a
     /// write has one half still outstanding, whose completion time depends on the other mirror's later work).
     fn simulate_next(&self) -> Option<Time> {
         let mut disks = [self.disks[0].clone(), self.disks[1].clone()];
-        let mut remaining: Vec<u8> = self.slots.iter().map(|s| s.remaining).collect();
+        let mut remaining = vec![0u8; self.slots.slots()];
+        for (key, s) in self.slots.iter() {
+            remaining[key.index() as usize] = s.remaining;
+        }
         loop {
             let (i, t) = (0..2)
                 .filter_map(|i| disks[i].next_completion().map(|t| (i, t)))
@@ -138,7 +135,7 @@ impl Raid1 {
                 continue;
             };
             let r = &mut remaining[itag as usize];
-            *r = r.saturating_sub(1);
+            bfq_sched::counter::dec(r, "raid1 remaining halves");
             if *r == 0 {
                 return Some(t);
             }
@@ -221,20 +218,21 @@ impl Device for Raid1 {
             let Some(itag) = self.disks[i].pop_completion(t) else {
                 continue; // a wake-up for internal work: that disk's next event is now later than `now`
             };
-            let itag = itag as usize;
-            self.pending[i] = self.pending[i].saturating_sub(1);
-            let slot = &mut self.slots[itag];
-            slot.remaining = slot.remaining.saturating_sub(1);
+            bfq_sched::counter::dec(&mut self.pending[i], "raid1 pending[member]");
+            let key = u32::try_from(itag)
+                .ok()
+                .and_then(|t| self.slots.key_at(t))
+                .unwrap_or_else(|| panic!("raid1: a mirror completed tag {itag}, which names no request"));
+            let slot = &mut self.slots[key];
+            bfq_sched::counter::dec(&mut slot.remaining, "raid1 slot remaining");
             if slot.remaining == 1 {
                 // First half of a write: the request completes with the other mirror's half.
-                self.half_writes = self.half_writes.saturating_sub(1);
+                bfq_sched::counter::dec(&mut self.half_writes, "raid1 half_writes");
                 continue;
             }
-            {
-                let tag = slot.tag;
-                self.free.push(itag as u32);
-                return Some(tag);
-            }
+            let tag = slot.tag;
+            self.slots.remove(key);
+            return Some(tag);
         }
     }
 }

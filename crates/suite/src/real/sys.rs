@@ -2,7 +2,6 @@
 //! block devices in sysfs, aligned buffers, page-cache control and memory locking.
 
 use super::RealError;
-use std::alloc::Layout;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -305,57 +304,9 @@ impl BlockDev {
     }
 }
 
-/// A zeroed heap buffer aligned for O_DIRECT.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the buffer is uniquely owned heap memory.
-unsafe impl Send for AlignedBuf {}
-
-impl AlignedBuf {
-    /// A zeroed buffer of at least `len` bytes (rounded up to [`DIRECT_ALIGN`]), aligned to [`DIRECT_ALIGN`].
-    pub fn new(len: usize) -> AlignedBuf {
-        let a = DIRECT_ALIGN as usize;
-        let len = len.max(1).div_ceil(a) * a;
-        let layout = Layout::from_size_align(len, a).expect("valid layout");
-        // SAFETY: layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
-    }
-    /// Length, bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// Whether it is empty (never: at least one alignment unit).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len initialized bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-    /// The bytes, mutably.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for len initialized bytes and uniquely borrowed.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-    /// Raw pointer, for asynchronous I/O.
-    pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len, DIRECT_ALIGN as usize).expect("valid layout");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
-    }
-}
+/// The O_DIRECT buffer of the real targets: the engine's, one type for both (zeroed, 4096-byte aligned, length a
+/// multiple of 512 bytes).
+pub use bfq_engine::AlignedBuf;
 
 /// `sync(2)`: writes back every dirty page of the system and waits.
 pub fn sync_all() {
@@ -460,7 +411,7 @@ mod tests {
     #[test]
     fn aligned_buffers_are_aligned_and_zeroed() {
         let mut b = AlignedBuf::new(5000);
-        assert_eq!(b.len(), 8192);
+        assert_eq!(b.len(), 5120);
         assert_eq!(b.as_mut_ptr() as usize % DIRECT_ALIGN as usize, 0);
         assert!(b.as_slice().iter().all(|&x| x == 0));
     }
