@@ -429,7 +429,18 @@ impl Reactor {
             }
             Cmd::Io(io) => self.accept(io),
             Cmd::Fsync { flow, file } => {
-                let idx = self.alloc_op(OpKind::Fsync, flow, file, 0, 0, std::ptr::null_mut(), None, 0);
+                let sync = IoCmd {
+                    flow,
+                    // Not read for an fsync: the op's kind says what it is.
+                    dir: Direction::Write,
+                    file,
+                    offset: 0,
+                    len: 0,
+                    ptr: std::ptr::null_mut(),
+                    buf: None,
+                    tag: 0,
+                };
+                let idx = self.alloc_op(OpKind::Fsync, sync);
                 if let Some(msg) = &self.poisoned {
                     let e = EngineError::PolicyFailed(msg.clone());
                     self.fail_op(idx, e);
@@ -471,28 +482,18 @@ impl Reactor {
         Ok((index, base))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn alloc_op(
-        &mut self,
-        kind: OpKind,
-        flow: FlowId,
-        file: u32,
-        offset: u64,
-        len: u32,
-        ptr: *mut u8,
-        buf: Option<AlignedBuf>,
-        tag: u64,
-    ) -> OpKey {
+    /// Stores a new op of `kind` for the command `io` (whose direction `kind` already says).
+    fn alloc_op(&mut self, kind: OpKind, io: IoCmd) -> OpKey {
         self.ops.insert(Op {
             state: OpState::Pending,
             kind,
-            flow,
-            file,
-            offset,
-            len,
-            ptr,
-            buf,
-            tag,
+            flow: io.flow,
+            file: io.file,
+            offset: io.offset,
+            len: io.len,
+            ptr: io.ptr,
+            buf: io.buf,
+            tag: io.tag,
             res: 0,
         })
     }
@@ -510,21 +511,12 @@ impl Reactor {
     }
 
     fn accept(&mut self, io: IoCmd) {
-        let IoCmd {
-            flow,
-            dir,
-            file,
-            offset,
-            len,
-            ptr,
-            buf,
-            tag,
-        } = io;
+        let (dir, file) = (io.dir, io.file);
         let kind = match dir {
             Direction::Read => OpKind::Read,
             Direction::Write => OpKind::Write,
         };
-        let idx = self.alloc_op(kind, flow, file, offset, len, ptr, buf, tag);
+        let idx = self.alloc_op(kind, io);
         self.stats.submitted += 1;
         if let Some(msg) = &self.poisoned {
             let e = EngineError::PolicyFailed(msg.clone());

@@ -4,6 +4,7 @@
 mod common;
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FlowOptions};
+use bfq_sched::wrap::{Hooks, Wrapped};
 use bfq_sched::{Decision, DeviceInfo, FlowId, FlowInfo, Request, Scheduler, Time, MS};
 use common::*;
 use std::fs::{self, OpenOptions};
@@ -344,34 +345,17 @@ fn shutdown_drains_requests_in_flight_and_later_use_fails() {
 
 /// Panics on the `n`-th insert.
 struct Faulty {
-    inner: Box<dyn Scheduler>,
     inserts: u32,
     panic_at: u32,
 }
 
-impl Scheduler for Faulty {
+impl Hooks for Faulty {
     fn name(&self) -> &'static str {
         "faulty"
     }
-    fn flow_started(&mut self, f: &FlowInfo, now: Time) {
-        self.inner.flow_started(f, now)
-    }
-    fn flow_exited(&mut self, f: FlowId, now: Time) {
-        self.inner.flow_exited(f, now)
-    }
-    fn insert(&mut self, rq: Request, now: Time) {
+    fn on_insert(&mut self, _: &Request, _: Time) {
         self.inserts += 1;
         assert!(self.inserts != self.panic_at, "injected fault");
-        self.inner.insert(rq, now)
-    }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        self.inner.dispatch(now)
-    }
-    fn completed(&mut self, rq: &Request, now: Time) {
-        self.inner.completed(rq, now)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
     }
 }
 
@@ -382,11 +366,13 @@ fn a_panicking_policy_fails_requests_instead_of_hanging() {
     pattern_file(&path, 1 << 20);
     let inner = bfq_sched::build::<&str>("noop", &DeviceInfo::ssd(), &[]).unwrap();
     let engine = Engine::start(
-        Box::new(Faulty {
+        Box::new(Wrapped::new(
             inner,
-            inserts: 0,
-            panic_at: 3,
-        }),
+            Faulty {
+                inserts: 0,
+                panic_at: 3,
+            },
+        )),
         EngineConfig::default(),
     )
     .unwrap();

@@ -3,6 +3,7 @@
 mod common;
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, EngineError, FlowOptions};
+use bfq_sched::wrap::{Hooks, Wrapped};
 use bfq_sched::{Decision, DeviceInfo, Direction, FlowId, FlowInfo, IoClass, Request, Scheduler, Time, MS};
 use common::*;
 use std::sync::{Arc, Mutex};
@@ -231,42 +232,27 @@ fn wait_until_is_served_by_an_io_uring_timer() {
 
 /// Lets at most `limit` writes hold scheduler tags, and records the most it ever held.
 struct WriteLimiter {
-    inner: Box<dyn Scheduler>,
     limit: u32,
     writes_held: Arc<Mutex<(u32, u32)>>,
 }
 
-impl Scheduler for WriteLimiter {
+impl Hooks for WriteLimiter {
     fn name(&self) -> &'static str {
         "write-limiter"
     }
-    fn flow_started(&mut self, f: &FlowInfo, now: Time) {
-        self.inner.flow_started(f, now)
-    }
-    fn flow_exited(&mut self, f: FlowId, now: Time) {
-        self.inner.flow_exited(f, now)
-    }
-    fn insert(&mut self, rq: Request, now: Time) {
+    fn on_insert(&mut self, rq: &Request, _: Time) {
         if rq.dir == Direction::Write {
             let mut h = self.writes_held.lock().unwrap();
             h.0 += 1;
             h.1 = h.1.max(h.0);
         }
-        self.inner.insert(rq, now)
     }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        self.inner.dispatch(now)
-    }
-    fn completed(&mut self, rq: &Request, now: Time) {
+    fn on_completed(&mut self, rq: &Request, _: Time) {
         if rq.dir == Direction::Write {
             self.writes_held.lock().unwrap().0 -= rq.parts() as u32;
         }
-        self.inner.completed(rq, now)
     }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn depth_limit(&self, dir: Direction, _sync: bool, nr: u32) -> u32 {
+    fn depth_limit(&self, dir: Direction, _sync: bool, nr: u32, _inner: u32) -> u32 {
         match dir {
             Direction::Write => self.limit,
             Direction::Read => nr,
@@ -282,11 +268,13 @@ fn the_policy_depth_limit_bounds_inserted_writes() {
     let held = Arc::new(Mutex::new((0, 0)));
     let inner = bfq_sched::build::<&str>("noop", &DeviceInfo::ssd(), &[]).unwrap();
     let engine = Engine::start(
-        Box::new(WriteLimiter {
+        Box::new(Wrapped::new(
             inner,
-            limit: 2,
-            writes_held: Arc::clone(&held),
-        }),
+            WriteLimiter {
+                limit: 2,
+                writes_held: Arc::clone(&held),
+            },
+        )),
         cfg(),
     )
     .unwrap();

@@ -30,6 +30,7 @@ pub mod slab;
 pub mod tags;
 pub mod tunables;
 pub mod types;
+pub mod wrap;
 
 pub use device::DeviceInfo;
 pub use driver::Driver;

@@ -5,8 +5,8 @@
 //! conformance` reruns that seed alone (for every policy), and `BFQ_CONFORMANCE_SEEDS=<n>` runs `n` seeds per policy.
 
 use bfq_sched::conformance::{run, run_policy, Config, SEED_ENV};
-use bfq_sched::types::{Decision, FlowId, FlowInfo, Request, Time};
-use bfq_sched::{DeviceInfo, InvariantViolation, Scheduler};
+use bfq_sched::wrap::{Hooks, Wrapped};
+use bfq_sched::{DeviceInfo, InvariantViolation};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const SEEDS: [u64; 4] = [1, 2, 3, 0xDEAD_BEEF];
@@ -143,33 +143,14 @@ fn drawn_configurations_depend_on_the_seed_only() {
 
 /// noop, except that its invariant check reports a corrupted counter from the `fail_at`-th check on: stands for a
 /// policy whose bookkeeping breaks in the middle of a run.
-struct BrokenNoop {
-    inner: Box<dyn Scheduler>,
+struct BrokenCounter {
     checks: AtomicU64,
     fail_at: u64,
 }
 
-impl Scheduler for BrokenNoop {
+impl Hooks for BrokenCounter {
     fn name(&self) -> &'static str {
         "broken-noop"
-    }
-    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
-        self.inner.flow_started(flow, now)
-    }
-    fn flow_exited(&mut self, flow: FlowId, now: Time) {
-        self.inner.flow_exited(flow, now)
-    }
-    fn insert(&mut self, rq: Request, now: Time) {
-        self.inner.insert(rq, now)
-    }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        self.inner.dispatch(now)
-    }
-    fn completed(&mut self, rq: &Request, now: Time) {
-        self.inner.completed(rq, now)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
     }
     fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let n = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
@@ -187,11 +168,13 @@ impl Scheduler for BrokenNoop {
 fn a_broken_invariant_fails_the_run_with_its_seed_and_step() {
     let cfg = Config::from_seed(4242, "noop");
     let inner = bfq_sched::registry::build("noop", &cfg.device, &cfg.tunables).unwrap();
-    let policy = Box::new(BrokenNoop {
+    let policy = Box::new(Wrapped::new(
         inner,
-        checks: AtomicU64::new(0),
-        fail_at: 500,
-    });
+        BrokenCounter {
+            checks: AtomicU64::new(0),
+            fail_at: 500,
+        },
+    ));
     let err = run_policy(policy, &cfg).expect_err("the broken counter must fail the run");
     assert!(err.contains("seed 4242"), "{err}");
     // Check 1 follows construction (step 0), so check 500 follows step 499.
@@ -202,36 +185,18 @@ fn a_broken_invariant_fails_the_run_with_its_seed_and_step() {
 /// noop, except that `queued()` counts one request too many once 100 calls were made: the checker's own count of
 /// undispatched requests must catch it.
 struct DoubleCounting {
-    inner: Box<dyn Scheduler>,
     calls: u64,
 }
 
-impl Scheduler for DoubleCounting {
+impl Hooks for DoubleCounting {
     fn name(&self) -> &'static str {
         "double-counting"
     }
-    fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+    fn before_call(&mut self, _: &'static str) {
         self.calls += 1;
-        self.inner.flow_started(flow, now)
     }
-    fn flow_exited(&mut self, flow: FlowId, now: Time) {
-        self.calls += 1;
-        self.inner.flow_exited(flow, now)
-    }
-    fn insert(&mut self, rq: Request, now: Time) {
-        self.calls += 1;
-        self.inner.insert(rq, now)
-    }
-    fn dispatch(&mut self, now: Time) -> Decision {
-        self.calls += 1;
-        self.inner.dispatch(now)
-    }
-    fn completed(&mut self, rq: &Request, now: Time) {
-        self.calls += 1;
-        self.inner.completed(rq, now)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued() + usize::from(self.calls >= 100)
+    fn queued(&self, inner: usize) -> usize {
+        inner + usize::from(self.calls >= 100)
     }
 }
 
@@ -239,7 +204,7 @@ impl Scheduler for DoubleCounting {
 fn a_double_count_fails_the_run_with_its_seed() {
     let cfg = Config::new(99, DeviceInfo::ssd());
     let inner = bfq_sched::registry::build("noop", &cfg.device, &cfg.tunables).unwrap();
-    let err = run_policy(Box::new(DoubleCounting { inner, calls: 0 }), &cfg).expect_err("must fail");
+    let err = run_policy(Box::new(Wrapped::new(inner, DoubleCounting { calls: 0 })), &cfg).expect_err("must fail");
     assert!(err.contains("double-counting, seed 99, step 100:"), "{err}");
     assert!(err.contains("queued() ="), "{err}");
 }

@@ -105,12 +105,16 @@ impl Bfq {
         qi
     }
 
-    pub(crate) fn async_queue(&mut self, flow: FlowId, now: Time) -> QueueId {
-        let info = self
-            .flows
+    /// What `flow_started` said about `flow`, or the defaults of an unknown flow.
+    fn flow_info(&self, flow: FlowId) -> FlowInfo {
+        self.flows
             .get(&flow.0)
             .map(|c| c.info.clone())
-            .unwrap_or_else(|| FlowInfo::new(flow));
+            .unwrap_or_else(|| FlowInfo::new(flow))
+    }
+
+    pub(crate) fn async_queue(&mut self, flow: FlowId, now: Time) -> QueueId {
+        let info = self.flow_info(flow);
         let gi = self.group_of(info.group);
         let idx = match info.class {
             IoClass::Rt => usize::from(info.prio.min(7)),
@@ -134,11 +138,7 @@ impl Bfq {
         if let Some(cur) = cur.filter(|&c| self.is_live(c)) {
             return cur;
         }
-        let info = self
-            .flows
-            .get(&flow.0)
-            .map(|c| c.info.clone())
-            .unwrap_or_else(|| FlowInfo::new(flow));
+        let info = self.flow_info(flow);
         let gi = self.group_of(info.group);
         let q = self.new_queue(gi, &info, true, now);
         self.qm(q).refs = 1;
