@@ -40,12 +40,33 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_error(e),
+    };
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bfq: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout as clap prints them. A value that does not parse (`--reps -5`, `--jobs many`) is one
+/// line, like every other input error of bfq; other usage errors keep clap's usage block, which says what to type.
+fn parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            eprintln!("bfq: {}", first.strip_prefix("error: ").unwrap_or(first));
+            ExitCode::from(2)
+        }
+        _ => {
+            let _ = e.print();
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
         }
     }
 }
@@ -63,6 +84,7 @@ fn run(cli: Cli) -> Result<()> {
 
 /// Arguments of `bfq run`.
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct RunArgs {
     /// Device preset (see `bfq devices`) or path to a device TOML file.
     #[arg(long, default_value = "seagate-hdd")]
@@ -175,6 +197,7 @@ fn schedulers(only: Option<&str>) -> Result<()> {
 
 /// Arguments of `bfq reproduce`.
 #[derive(clap::Args)]
+#[command(allow_negative_numbers = true)]
 struct ReproduceArgs {
     /// Directory for the report, tables, charts, JSON and CSV.
     #[arg(long, default_value = "bfq-results")]
@@ -211,6 +234,7 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     for s in &p.skipped {
         eprintln!("skipping scheduler {s}: not implemented yet");
     }
+    let jobs = bfq_suite::limits::worker_threads(jobs, p.jobs.len());
     eprintln!("running {} simulations on {jobs} threads", p.jobs.len());
     let start = std::time::Instant::now();
     let bar = progress::Bar::stderr();

@@ -38,7 +38,7 @@ Examples:
 
 /// Arguments of `bfq suite`.
 #[derive(clap::Args)]
-#[command(after_help = AFTER_HELP)]
+#[command(after_help = AFTER_HELP, allow_negative_numbers = true)]
 pub struct SuiteArgs {
     /// Benchmark: throughput, startup, video, fairness, interleaved or iozone.
     benchmark: String,
@@ -175,7 +175,11 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     )?;
     // Real targets measure wall-clock time on a real device: their runs must not overlap each other or anything else.
     let real = cfg.targets.iter().any(|t| !matches!(t, Target::Sim(_)));
-    let threads = if real { 1 } else { threads };
+    let threads = if real {
+        1
+    } else {
+        limits::worker_threads(threads, jobs.len())
+    };
     let out = a
         .out
         .clone()

@@ -25,6 +25,11 @@ pub const MAX_IOZONE_FILE_MIB: u64 = 1 << 20;
 /// Fewest worker threads.
 pub const MIN_JOBS: usize = 1;
 
+/// Most worker threads a user may ask for. Each simulation runs on one thread and a run never starts more threads
+/// than it has simulations ([`worker_threads`]), so this only refuses values that are surely typing mistakes
+/// before any thread is spawned; 1024 is far above any machine this tool runs on (an estimate, not a measurement).
+pub const MAX_JOBS: usize = 1024;
+
 /// A setting outside its range; the message names the option and the range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -83,20 +88,38 @@ pub fn iozone_file_bytes(mib: u64) -> Result<u64, OutOfRange> {
     }
 }
 
-/// Checks a number of worker threads against `MIN_JOBS..`.
+/// Checks a number of worker threads against `MIN_JOBS..=MAX_JOBS`.
 pub fn jobs(n: usize) -> Result<usize, OutOfRange> {
-    if n >= MIN_JOBS {
+    if (MIN_JOBS..=MAX_JOBS).contains(&n) {
         Ok(n)
     } else {
         Err(OutOfRange(format!(
-            "--jobs {n}: give at least {MIN_JOBS} worker thread"
+            "--jobs {n} is out of range: give {MIN_JOBS}..={MAX_JOBS} worker threads"
         )))
     }
+}
+
+/// Threads worth starting for `runs` simulations when `requested` were asked for: never more than the runs, at
+/// least one.
+pub fn worker_threads(requested: usize, runs: usize) -> usize {
+    requested.min(runs).max(MIN_JOBS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_are_checked_and_capped_at_the_number_of_runs() {
+        assert!(jobs(0).is_err());
+        assert_eq!(jobs(MAX_JOBS), Ok(MAX_JOBS));
+        let e = jobs(100_000).unwrap_err().to_string();
+        assert!(e.starts_with("--jobs 100000 is out of range"), "{e}");
+        // 100 000 threads for 3 runs would spend seconds spawning idle threads: 3 are started.
+        assert_eq!(worker_threads(100_000, 3), 3);
+        assert_eq!(worker_threads(2, 86), 2);
+        assert_eq!(worker_threads(4, 0), 1);
+    }
 
     #[test]
     fn boundaries_are_inclusive_where_the_range_says_so() {
@@ -135,7 +158,7 @@ mod tests {
         assert_eq!(jobs(1), Ok(1));
         assert_eq!(
             jobs(0).unwrap_err().to_string(),
-            "--jobs 0: give at least 1 worker thread"
+            "--jobs 0 is out of range: give 1..=1024 worker threads"
         );
     }
 }

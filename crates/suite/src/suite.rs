@@ -404,7 +404,7 @@ fn run_pool(
     let slots: Mutex<Vec<Option<Result<RunResult, ScenarioError>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
+        for _ in 0..crate::limits::worker_threads(threads, jobs.len()) {
             s.spawn(|| loop {
                 if stop_on_error && failed.load(Ordering::Relaxed) {
                     break;

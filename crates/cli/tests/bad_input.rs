@@ -1,0 +1,78 @@
+//! Bad input on the command line: each case fails before any work with a one-line message on stderr that names
+//! the problem and the fix, nothing on stdout, and a non-zero exit code (issue 16; more rows as its defects are
+//! fixed).
+
+use std::process::Command;
+
+/// One case: the arguments, and what the one line of stderr must contain.
+struct Case {
+    args: &'static [&'static str],
+    says: &'static str,
+}
+
+const CASES: &[Case] = &[
+    // A negative number after a space is a value, not an option: the same message as `--duration=-1`.
+    Case {
+        args: &["run", "--duration", "-1"],
+        says: "--duration -1 is out of range: give seconds in (0, 86400]",
+    },
+    Case {
+        args: &["run", "--duration=-1"],
+        says: "--duration -1 is out of range: give seconds in (0, 86400]",
+    },
+    Case {
+        args: &["suite", "startup", "--duration", "-2"],
+        says: "--duration -2 is out of range",
+    },
+    Case {
+        args: &["suite", "startup", "--reps", "-3"],
+        says: "--reps '-3' is not a number",
+    },
+    // A value clap cannot parse is one line too, not a usage block.
+    Case {
+        args: &["reproduce", "--reps", "-5"],
+        says: "invalid value '-5' for '--reps <REPS>'",
+    },
+    Case {
+        args: &["run", "--seed", "-5"],
+        says: "invalid value '-5' for '--seed <SEED>'",
+    },
+    Case {
+        args: &["reproduce", "--jobs", "many"],
+        says: "invalid value 'many' for '--jobs <JOBS>'",
+    },
+    // A huge --jobs used to spawn that many threads before the first simulation.
+    Case {
+        args: &["reproduce", "--quick", "--jobs", "100000"],
+        says: "--jobs 100000 is out of range: give 1..=1024 worker threads",
+    },
+    Case {
+        args: &["suite", "throughput", "--jobs", "100000"],
+        says: "--jobs 100000 is out of range",
+    },
+    Case {
+        args: &["reproduce", "--jobs", "0"],
+        says: "--jobs 0 is out of range",
+    },
+];
+
+#[test]
+fn every_bad_input_fails_with_one_line() {
+    for case in CASES {
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args(case.args)
+            .output()
+            .expect("runs the bfq binary");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let args = case.args;
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.starts_with("bfq: "), "{args:?}: {err:?}");
+        assert!(
+            err.contains(case.says),
+            "{args:?}: {err:?} should contain {:?}",
+            case.says
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
