@@ -76,3 +76,46 @@ fn every_bad_input_fails_with_one_line() {
         assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
     }
 }
+
+#[test]
+fn run_help_names_every_device_preset_and_no_missing_command() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["run", "--help"])
+        .output()
+        .expect("runs the bfq binary");
+    let help = String::from_utf8_lossy(&out.stdout);
+    // `bfq devices` does not exist; the help lists the presets itself.
+    assert!(!help.contains("bfq devices"), "{help}");
+    for name in bfq_sim::device::preset_names() {
+        assert!(
+            help.contains(name),
+            "`bfq run --help` should name the preset {name}: {help}"
+        );
+    }
+}
+
+#[test]
+fn unknown_workloads_and_tunables_say_what_is_accepted() {
+    let cases: [(&[&str], &str); 2] = [
+        // `run` printed the raw name ("workload '10x-seq': 10x-seq"); now the grammar and its limit.
+        (
+            &["run", "--workload", "10x-seq"],
+            "unknown workload `10x-seq`: expected idle or <N>r<M>w-seq|rand with N and M up to 10000",
+        ),
+        // noop takes no tunables: the message said "accepted keys are " and ended there.
+        (
+            &["run", "--sched", "noop", "--tune", "foo=1"],
+            "noop has no tunable 'foo': it has no tunables",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args(args)
+            .output()
+            .expect("runs the bfq binary");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.contains(says), "{args:?}: {err:?} should contain {says:?}");
+    }
+}

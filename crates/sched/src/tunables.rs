@@ -76,6 +76,15 @@ impl TunableSpec {
     }
 }
 
+/// The end of an unknown-key message: the keys a policy accepts, or that it takes none.
+fn accepted_keys(accepted: &str) -> String {
+    if accepted.is_empty() {
+        "it has no tunables (see `bfq schedulers`)".to_string()
+    } else {
+        format!("accepted keys are {accepted}")
+    }
+}
+
 /// Errors from building a policy.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
@@ -88,7 +97,7 @@ pub enum ConfigError {
         available: String,
     },
     /// The policy has no such tunable.
-    #[error("{sched} has no tunable '{key}': accepted keys are {accepted}")]
+    #[error("{sched} has no tunable '{key}': {}", accepted_keys(accepted))]
     UnknownKey {
         /// The policy.
         sched: String,
