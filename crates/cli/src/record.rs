@@ -81,6 +81,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn record(a: RecordArgs) -> Result<()> {
     let (trace, header) = if let Some(path) = &a.from_trace {
         let t = fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
+        if t.trim().is_empty() {
+            bail!(
+                "trace {} is empty: save one with `bfq record --keep-trace FILE -- CMD`",
+                path.display()
+            );
+        }
         (t, format!("# made by bfq record --from-trace {}\n", path.display()))
     } else {
         if a.cmd.is_empty() {

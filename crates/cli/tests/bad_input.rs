@@ -78,6 +78,30 @@ fn every_bad_input_fails_with_one_line() {
 }
 
 #[test]
+fn record_from_an_empty_trace_names_the_option_that_exists() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let trace = dir.path().join("empty.trace");
+    std::fs::write(&trace, "").expect("writes the trace");
+    let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .arg("record")
+        .arg("--from-trace")
+        .arg(&trace)
+        .arg("--out")
+        .arg(dir.path().join("x.profile"))
+        .output()
+        .expect("runs the bfq binary");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err:?}");
+    // It used to say the root pid "was not given", as if an option to give it existed.
+    assert!(
+        err.contains("is empty: save one with `bfq record --keep-trace FILE -- CMD`"),
+        "{err:?}"
+    );
+    assert!(!err.contains("none was given"), "{err:?}");
+}
+
+#[test]
 fn run_help_names_every_device_preset_and_no_missing_command() {
     let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
         .args(["run", "--help"])

@@ -84,7 +84,9 @@ pub struct Recording {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AssembleError {
     /// No root pid given and no root marker in the trace.
-    #[error("no root pid: the trace has no `{MARK_ROOT} PID` marker and none was given")]
+    #[error(
+        "no root pid: the trace has no `{MARK_ROOT} PID` marker; use a trace saved by `bfq record --keep-trace FILE -- CMD`"
+    )]
     NoRoot,
 }
 
