@@ -19,9 +19,19 @@ pub enum PageState {
     Writeback = 4,
 }
 
+/// The low bits of a page's byte hold its [`PageState`]; the high bits count its entries in the LRU queue.
+const STATE_MASK: u8 = 0b111;
+/// One LRU entry in the high bits of a page's byte.
+const ENTRY_UNIT: u8 = 0b1000;
+/// The most LRU entries one page can have (5 bits).
+const MAX_ENTRIES: u8 = u8::MAX >> 3;
+/// LRU entries kept without compaction whatever the number of clean pages: compaction below this length would cost
+/// more than the memory it frees.
+const LRU_SLACK: usize = 4096;
+
 impl PageState {
     fn from_u8(v: u8) -> PageState {
-        match v {
+        match v & STATE_MASK {
             1 => PageState::Reading,
             2 => PageState::Clean,
             3 => PageState::Dirty,
@@ -34,6 +44,7 @@ impl PageState {
 /// One file's pages.
 #[derive(Debug, Clone, Default)]
 struct FileCache {
+    /// Per page: the state in the low 3 bits, the number of the page's entries in the LRU queue in the high 5.
     state: Vec<u8>,
     /// Dirty page runs: start -> end (exclusive).
     dirty: BTreeMap<u64, u64>,
@@ -45,8 +56,15 @@ struct FileCache {
 #[derive(Debug, Clone)]
 pub struct PageCache {
     files: Vec<FileCache>,
-    /// Clean pages in the order they became clean (oldest first); entries may be stale.
+    /// Clean pages in the order they became clean (oldest first). A page that became clean again has a newer
+    /// entry, and only a page's newest entry counts: older ones, and entries of pages no longer clean, are stale.
+    /// Stale entries are dropped when popped, or all at once by [`PageCache::compact`] when they outnumber the
+    /// clean pages, so the queue's length stays below `2 x clean + LRU_SLACK` whatever the simulated time.
     lru: VecDeque<(u32, u64)>,
+    /// Clean pages.
+    clean: u64,
+    /// The longest the LRU queue has been, in entries.
+    lru_peak: usize,
     capacity: u64,
     resident: u64,
     dirty: u64,
@@ -59,6 +77,8 @@ impl PageCache {
         PageCache {
             files: Vec::new(),
             lru: VecDeque::new(),
+            clean: 0,
+            lru_peak: 0,
             capacity: capacity.max(1),
             resident: 0,
             dirty: 0,
@@ -97,7 +117,15 @@ impl PageCache {
             return;
         };
         let old = PageState::from_u8(*slot);
-        *slot = new as u8;
+        let mut entries = *slot & !STATE_MASK;
+        if new == PageState::Clean && old != PageState::Clean {
+            // Saturation cannot happen while compaction runs (a page's entries beyond its newest are stale, and
+            // compaction removes them); the check keeps the count honest regardless.
+            if entries < MAX_ENTRIES * ENTRY_UNIT {
+                entries += ENTRY_UNIT;
+            }
+        }
+        *slot = entries | new as u8;
         match (old == PageState::Absent, new == PageState::Absent) {
             (true, false) => self.resident += 1,
             (false, true) => self.resident -= 1,
@@ -115,9 +143,60 @@ impl PageCache {
         if new == PageState::Writeback {
             self.writeback += 1;
         }
-        if new == PageState::Clean && old != PageState::Clean {
-            self.lru.push_back((file, page));
+        if old == PageState::Clean && new != PageState::Clean {
+            self.clean -= 1;
         }
+        if new == PageState::Clean && old != PageState::Clean {
+            self.clean += 1;
+            self.lru.push_back((file, page));
+            self.lru_peak = self.lru_peak.max(self.lru.len());
+            if self.lru.len() > 2 * self.clean as usize + LRU_SLACK {
+                self.compact();
+            }
+        }
+    }
+
+    /// Removes one LRU entry of `(file, page)` from the page's count; true if it was the page's newest entry.
+    fn take_entry(&mut self, file: u32, page: u64) -> bool {
+        let Some(slot) = self
+            .files
+            .get_mut(file as usize)
+            .and_then(|f| f.state.get_mut(page as usize))
+        else {
+            return false;
+        };
+        let entries = *slot >> 3;
+        if entries == 0 {
+            return false;
+        }
+        *slot -= ENTRY_UNIT;
+        entries == 1
+    }
+
+    /// Drops every stale entry from the LRU queue, keeping the order of the rest.
+    fn compact(&mut self) {
+        let mut kept = VecDeque::with_capacity(self.clean as usize);
+        while let Some((f, p)) = self.lru.pop_front() {
+            if self.take_entry(f, p) && self.state(f, p) == PageState::Clean {
+                kept.push_back((f, p));
+            }
+        }
+        for &(f, p) in &kept {
+            if let Some(slot) = self.files[f as usize].state.get_mut(p as usize) {
+                *slot += ENTRY_UNIT;
+            }
+        }
+        self.lru = kept;
+    }
+
+    /// Pops LRU entries until the oldest live one; returns it.
+    fn pop_live(&mut self) -> Option<(u32, u64)> {
+        while let Some((f, p)) = self.lru.pop_front() {
+            if self.take_entry(f, p) && self.state(f, p) == PageState::Clean {
+                return Some((f, p));
+            }
+        }
+        None
     }
 
     /// Marks absent pages in `[first, first+count)` as being read; returns the runs `(start, len)` that were absent.
@@ -151,10 +230,8 @@ impl PageCache {
     /// Evicts clean pages, oldest first, until within capacity or nothing evictable is left.
     fn evict(&mut self) {
         while self.resident > self.capacity {
-            let Some((f, p)) = self.lru.pop_front() else { break };
-            if self.state(f, p) == PageState::Clean {
-                self.set(f, p, PageState::Absent);
-            }
+            let Some((f, p)) = self.pop_live() else { break };
+            self.set(f, p, PageState::Absent);
         }
     }
 
@@ -235,10 +312,8 @@ impl PageCache {
 
     /// Drops every clean page (`echo 1 > drop_caches`); dirty and in-flight pages stay.
     pub fn drop_clean(&mut self) {
-        while let Some((f, p)) = self.lru.pop_front() {
-            if self.state(f, p) == PageState::Clean {
-                self.set(f, p, PageState::Absent);
-            }
+        while let Some((f, p)) = self.pop_live() {
+            self.set(f, p, PageState::Absent);
         }
     }
 
@@ -279,6 +354,29 @@ impl PageCache {
     /// Pages in memory (any state but absent).
     pub fn resident_pages(&self) -> u64 {
         self.resident
+    }
+
+    /// Clean pages (in memory, same as on the device).
+    pub fn clean_pages(&self) -> u64 {
+        self.clean
+    }
+
+    /// Entries in the LRU queue now, live and stale.
+    pub fn lru_len(&self) -> usize {
+        self.lru.len()
+    }
+
+    /// The most entries the LRU queue has held, in entries (see [`PageCache::lru_bound`]).
+    pub fn lru_peak(&self) -> usize {
+        self.lru_peak
+    }
+
+    /// The length, in entries, that the LRU queue of a cache of `capacity` pages never exceeds when no completion
+    /// brings more than `largest_completion` pages at once. Stale entries are compacted away as soon as the queue
+    /// is longer than twice the clean pages plus a fixed slack; clean pages exceed `capacity` only inside one
+    /// completion, before its eviction runs, and then by at most that completion's pages.
+    pub fn lru_bound(capacity: u64, largest_completion: u64) -> usize {
+        2 * (capacity + largest_completion) as usize + LRU_SLACK + 1
     }
 }
 
