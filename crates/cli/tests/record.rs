@@ -19,10 +19,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bfq-record-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+/// A temporary directory for one test's files, removed when dropped (on a failing assertion too).
+fn tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("bfq-record-test-")
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn run_ok(cmd: &mut Command) -> Output {
@@ -90,7 +92,8 @@ fn committed_profiles_replay_in_the_simulator() {
 
 #[test]
 fn saved_trace_gives_the_committed_bash_profile() {
-    let out = tmp("bash-from-trace.profile");
+    let dir = tmpdir();
+    let out = dir.path().join("bash-from-trace.profile");
     let trace = repo().join("crates/cli/tests/data/bash-exit.trace");
     run_ok(
         bfq()
@@ -134,6 +137,12 @@ fn usage_errors_are_one_line() {
 
 /// Why live recording cannot be tested here, if it cannot.
 fn live_unavailable() -> Option<String> {
+    if !bfq_suite::real::sys::real_tests_requested() {
+        return Some(format!(
+            "it changes the machine (ftrace, drop_caches); set {}=1 as root to run it",
+            bfq_suite::real::sys::REAL_TESTS_ENV
+        ));
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());
@@ -166,18 +175,19 @@ fn tracing_state() -> (Vec<String>, Vec<PathBuf>) {
 
 #[test]
 fn records_a_real_command_end_to_end() {
+    let dir = tmpdir();
     if let Some(why) = live_unavailable() {
         println!("skipped: live recording needs root and ftrace ({why})");
         return;
     }
     let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     let before = tracing_state();
-    let data = tmp("data.bin");
+    let data = dir.path().join("data.bin");
     let bytes: Vec<u8> = (0..2u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
     std::fs::write(&data, &bytes).expect("data file");
-    let out = tmp("cat.profile");
+    let out = dir.path().join("cat.profile");
     let rec = bfq()
         .args(["record", "--name", "cat", "--out"])
         .arg(&out)
@@ -204,6 +214,7 @@ fn records_a_real_command_end_to_end() {
 
 #[test]
 fn timeout_keeps_what_was_read_and_ctrl_c_restores_everything() {
+    let dir = tmpdir();
     if let Some(why) = live_unavailable() {
         println!("skipped: live recording needs root and ftrace ({why})");
         return;
@@ -212,7 +223,7 @@ fn timeout_keeps_what_was_read_and_ctrl_c_restores_everything() {
     let before = tracing_state();
 
     // Timeout: the command is killed, the profile is written with a note.
-    let out = tmp("sleep.profile");
+    let out = dir.path().join("sleep.profile");
     let t0 = Instant::now();
     let rec = bfq()
         .args(["record", "--timeout", "400ms", "--out"])
@@ -232,7 +243,7 @@ fn timeout_keeps_what_was_read_and_ctrl_c_restores_everything() {
     assert_eq!(tracing_state(), before, "restored after a timeout");
 
     // SIGINT: nothing written, error exit, tracing removed.
-    let out2 = tmp("interrupted.profile");
+    let out2 = dir.path().join("interrupted.profile");
     let mut child = bfq()
         .args(["record", "--out"])
         .arg(&out2)

@@ -52,8 +52,7 @@ fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> Exper
 
 #[test]
 fn engine_target_runs_our_policies_and_restores_the_scheduler() {
-    if let Some(why) = sys::loop_devices_unavailable() {
-        eprintln!("skipping engine_target_runs_our_policies_and_restores_the_scheduler: {why}");
+    if !sys::real_test_gate("engine_target_runs_our_policies_and_restores_the_scheduler") {
         return;
     }
     let d = Device::new(256 << 20);

@@ -22,13 +22,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn root_or_skip(test: &str) -> bool {
-    match sys::loop_devices_unavailable() {
-        None => true,
-        Some(why) => {
-            eprintln!("skipping {test}: {why}");
-            false
-        }
-    }
+    sys::real_test_gate(test)
 }
 
 /// A `bfq loopdev` device for the test, removed when dropped.

@@ -7,13 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn root_or_skip(test: &str) -> bool {
-    match sys::loop_devices_unavailable() {
-        None => true,
-        Some(why) => {
-            eprintln!("skipping {test}: {why}");
-            false
-        }
-    }
+    sys::real_test_gate(test)
 }
 
 fn fresh_dir(tag: &str) -> PathBuf {

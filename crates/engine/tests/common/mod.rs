@@ -67,6 +67,25 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The environment variable that asks for the tests that change the machine (loop devices, mounts); the same as
+/// `bfq_suite::real::sys::REAL_TESTS_ENV`, which this crate cannot depend on.
+pub const REAL_TESTS_ENV: &str = "BFQ_REAL_TESTS";
+
+/// Whether the tests that change the machine were asked for.
+pub fn real_tests_requested() -> bool {
+    std::env::var(REAL_TESTS_ENV).is_ok_and(|v| v == "1")
+}
+
+/// The gate of a test that changes the machine: true if it should run; otherwise prints a skip line.
+pub fn real_test_gate(test: &str) -> bool {
+    if real_tests_requested() {
+        true
+    } else {
+        eprintln!("SKIP {test}: changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it");
+        false
+    }
+}
+
 pub fn have(cmd: &str) -> bool {
     std::process::Command::new("sh")
         .arg("-c")
@@ -161,9 +180,19 @@ impl SmallFs {
     }
 }
 
-/// Prints why a test is skipped (visible with --nocapture, and in the captured output of a failure).
+/// Skips a test that was asked for ([`REAL_TESTS_ENV`]) but lacks something the machine should have (root, a
+/// tool that `.ci/run` installs): that is a failure, never a silent pass.
+///
+/// # Panics
+/// Always: the test was asked for and cannot run.
 pub fn skip(test: &str, why: &str) {
-    eprintln!("SKIP {test}: {why}");
+    panic!("{test}: {REAL_TESTS_ENV}=1 asks for it but it cannot run here: {why}");
+}
+
+/// Skips a test that this machine's kernel cannot run whatever is installed (e.g. no device-mapper driver), with a
+/// printed reason (visible with --nocapture, and in the captured output of a failure).
+pub fn skip_kernel(test: &str, why: &str) {
+    eprintln!("SKIP {test}: this kernel cannot run it: {why}");
 }
 
 /// A test policy that holds each request until `hold` ns after its insertion, answering `WaitUntil` meanwhile:

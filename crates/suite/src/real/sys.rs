@@ -18,6 +18,33 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The environment variable that asks for the tests that change the machine: they make loop devices, mount file
+/// systems, switch I/O schedulers, drop caches and trace the kernel. Unset, those tests print a skip line and
+/// pass; set to `1`, a machine that cannot run them fails them (`.ci/run` sets it when it runs as root).
+pub const REAL_TESTS_ENV: &str = "BFQ_REAL_TESTS";
+
+/// Whether the user asked for the tests that change the machine ([`REAL_TESTS_ENV`] is `1`).
+pub fn real_tests_requested() -> bool {
+    std::env::var(REAL_TESTS_ENV).is_ok_and(|v| v == "1")
+}
+
+/// The gate of every test that changes the machine: true if `test` should run. Without [`REAL_TESTS_ENV`] it
+/// prints `SKIP <test>: ...` on standard error and returns false; with it, a machine that lacks what the test needs
+/// (root, the loop driver, the tools) fails the test, so that a skip is never silent where the test was asked for.
+///
+/// # Panics
+/// When the tests were asked for and [`loop_devices_unavailable`] gives a reason.
+pub fn real_test_gate(test: &str) -> bool {
+    if !real_tests_requested() {
+        eprintln!("SKIP {test}: changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it");
+        return false;
+    }
+    if let Some(why) = loop_devices_unavailable() {
+        panic!("{test}: {REAL_TESTS_ENV}=1 asks for it but it cannot run here: {why}");
+    }
+    true
+}
+
 /// Why loop-device tests cannot run here (`None` when they can): they need root, the loop driver
 /// (`/dev/loop-control`), and `losetup`, `mkfs.ext4` and `mount` on the `PATH`. Tests print the reason and skip.
 pub fn loop_devices_unavailable() -> Option<String> {
