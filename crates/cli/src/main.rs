@@ -228,6 +228,8 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         a.jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
     )?;
+    // Checked before any simulation: a bad --out must not throw away minutes of work.
+    let out = bfq_suite::report::outdir::ReportDir::prepare(&a.out)?;
     let mut p = plan(a.quick, reps, a.seed);
     for j in &mut p.jobs {
         j.settings.time_policy = a.cpu_time && matches!(j.work, bfq_suite::suite::Work::Iozone { .. });
@@ -253,7 +255,8 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         sources: bfq_suite::reproduce::sources(),
         ..bfq_suite::report::ReportMeta::new(cmdline::from_env(), a.seed)
     };
-    let files = bfq_suite::report::write_all(&a.out, &ok, &meta, &items)
+    let files = out
+        .commit(|dir| bfq_suite::report::write_all(dir, &ok, &meta, &items))
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;
     println!(
         "{} runs in {:.1} s; {} files in {} (open {})",

@@ -3,6 +3,7 @@
 use crate::{cmdline, progress};
 use anyhow::{anyhow, Result};
 use bfq_suite::limits;
+use bfq_suite::report::outdir::ReportDir;
 use bfq_suite::report::{write_all, ReportMeta};
 use bfq_suite::scenario::Era;
 use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, Settings, SuiteConfig};
@@ -168,6 +169,12 @@ fn real_warmup(a: &SuiteArgs) -> Result<Option<u64>> {
 /// Runs `bfq suite`.
 pub fn run(a: SuiteArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("bfq-results").join(cfg.benchmark.name()));
+    // Checked before any run: a bad --out must not throw away minutes of work.
+    let report_dir = ReportDir::prepare(&out)?;
     let jobs = plan(&cfg)?;
     let threads = limits::jobs(
         a.jobs
@@ -180,10 +187,6 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     } else {
         limits::worker_threads(threads, jobs.len())
     };
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("bfq-results").join(cfg.benchmark.name()));
     eprintln!(
         "{}: {} runs on {} target(s) with {threads} threads",
         cfg.benchmark.name(),
@@ -199,7 +202,8 @@ pub fn run(a: SuiteArgs) -> Result<()> {
         title: format!("bfq suite: {}", cfg.benchmark.name()),
         ..ReportMeta::new(cmdline::from_env(), cfg.settings.seed)
     };
-    let files = write_all(&out, &results, &meta, &[])
+    let files = report_dir
+        .commit(|dir| write_all(dir, &results, &meta, &[]))
         .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;
     print!("{}", printed_tables(&results, &meta));
     println!(

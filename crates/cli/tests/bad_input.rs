@@ -127,3 +127,92 @@ fn run_help_names_every_device_preset_and_no_missing_command() {
         );
     }
 }
+
+/// `--out` is checked before the first simulation (issue 16, defects 3 and 9): a file, a directory holding files bfq
+/// did not write, and an over-long name each fail with one line. `reproduce` and `suite` print "running N
+/// simulations" before they start work, so a single line on stderr shows that nothing ran.
+#[test]
+fn out_is_checked_before_any_work() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    std::fs::write(dir.path().join("afile"), "x").expect("file");
+    std::fs::create_dir(dir.path().join("thesis")).expect("dir");
+    std::fs::write(dir.path().join("thesis/chapter1.tex"), "x").expect("file");
+    let long = "r".repeat(230);
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["reproduce", "--quick", "--out", "afile"],
+            "--out 'afile' is a file, not a directory",
+        ),
+        (
+            &["reproduce", "--quick", "--out", "thesis"],
+            "--out 'thesis' holds 'chapter1.tex', which bfq did not write",
+        ),
+        (&["suite", "startup", "--out", "afile"], "--out 'afile' is a file"),
+        (
+            &["suite", "throughput", "--out", &long],
+            "the name is longer than 200 bytes",
+        ),
+        (
+            &["reproduce", "--quick", "--out", "afile/sub"],
+            "cannot use --out 'afile/sub': Not a directory",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("runs the bfq binary");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.contains(says), "{args:?}: {err:?} should contain {says:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("afile")).expect("kept"),
+        "x",
+        "the file is untouched"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["afile", "thesis"], "no report and no staging directory left");
+}
+
+/// A re-run into an earlier report replaces it whole: a chart the new report does not link is gone (defect 9).
+#[test]
+fn a_rerun_leaves_only_its_own_files() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args([
+                "suite",
+                "fairness",
+                "--sched",
+                "noop",
+                "--duration",
+                "0.5",
+                "--reps",
+                "1",
+                "--out",
+                "r",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .expect("runs the bfq binary");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    run();
+    std::fs::write(dir.path().join("r/old-chart.svg"), "<svg/>").expect("writes");
+    run();
+    let r = dir.path().join("r");
+    assert!(!r.join("old-chart.svg").exists(), "the stale chart is gone");
+    assert!(r.join("report.html").exists() && r.join("results.json").exists());
+    let left: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["r"], "no staging or old directory left beside the report");
+}

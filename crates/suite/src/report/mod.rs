@@ -10,6 +10,7 @@
 
 pub mod csv;
 pub mod html;
+pub mod outdir;
 pub mod svg;
 pub mod table;
 
@@ -370,8 +371,27 @@ fn order_workloads(first_seen: Vec<String>) -> Vec<String> {
     indexed.into_iter().map(|(_, _, w)| w).collect()
 }
 
-/// Turns text into a file-name-safe slug: lowercase ASCII letters and digits separated by single dashes.
+/// Longest slug, bytes: file names add at most `-table.txt` to it, far below the 255 bytes Linux file systems allow,
+/// whatever a target's name (a device TOML path can be long).
+pub const MAX_SLUG_BYTES: usize = 120;
+
+/// Turns text into a file-name-safe slug: lowercase ASCII letters and digits separated by single dashes. A slug
+/// longer than [`MAX_SLUG_BYTES`] is cut and ends in 16 hex digits of a hash (FNV-1a, 64 bits) of the whole slug,
+/// so that two long titles still get two names.
 pub fn slug(text: &str) -> String {
+    let full = full_slug(text);
+    if full.len() <= MAX_SLUG_BYTES {
+        return full;
+    }
+    let hash = full.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut cut = full[..MAX_SLUG_BYTES - 17].trim_end_matches('-').to_string();
+    cut.push_str(&format!("-{hash:016x}"));
+    cut
+}
+
+fn full_slug(text: &str) -> String {
     let mut out = String::new();
     for ch in text.chars() {
         if ch.is_ascii_alphanumeric() {
@@ -883,5 +903,23 @@ mod tests {
             "start-up-xterm-on-sim-seagate-hdd"
         );
         assert_eq!(slug("///"), "figure");
+    }
+
+    #[test]
+    fn long_slugs_are_capped_and_stay_distinct() {
+        // A device TOML deep in a tree made chart names past the file system's 255-byte limit (issue 16, defect 3).
+        let deep = format!(
+            "startup-xterm-startup_time-sim:/{}/device.toml",
+            "very-long-directory/".repeat(20)
+        );
+        let other = deep.replace("device.toml", "device2.toml");
+        let (a, b) = (slug(&deep), slug(&other));
+        assert!(a.len() <= MAX_SLUG_BYTES && b.len() <= MAX_SLUG_BYTES, "{a} {b}");
+        assert_ne!(a, b, "the hash keeps two long titles apart");
+        assert!(
+            a.starts_with("startup-xterm-startup-time-sim-very-long-directory"),
+            "{a}"
+        );
+        assert_eq!(slug(&deep), a, "deterministic");
     }
 }
