@@ -8,6 +8,12 @@ use std::collections::BTreeMap;
 /// Width of a throughput bucket (ns): 10 ms, fine enough to cut measurement windows at application start and end.
 pub const BUCKET: Time = 10_000_000;
 
+/// Most throughput buckets kept: 2^17 buckets of 10 ms cover 1310 simulated seconds. A longer run merges
+/// neighbouring buckets in pairs and doubles their width (20 ms up to 2620 s, and so on), so the timeline's memory
+/// (16 bytes a bucket, at most 2 MiB) does not grow with simulated time; windows are then cut at the wider bucket's
+/// edges.
+pub const MAX_BUCKETS: usize = 1 << 17;
+
 /// Number of buckets in a latency histogram: bucket `i` holds latencies in `[2^i, 2^(i+1))` microseconds.
 pub const LAT_BUCKETS: usize = 24;
 
@@ -73,8 +79,11 @@ pub struct FlowBytes {
 /// Everything the simulator measured.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
-    /// Device bytes completed per [`BUCKET`]: `[read, written]`.
+    /// Device bytes completed per bucket of [`Metrics::bucket_width`]: `[read, written]`.
     pub buckets: Vec<[u64; 2]>,
+    /// Bucket width (ns) over [`BUCKET`]: 1 until the run outgrows [`MAX_BUCKETS`], then doubled at each merge
+    /// (0 means 1, for `Default`).
+    bucket_scale: u64,
     /// Device bytes per flow.
     pub per_flow: BTreeMap<FlowId, FlowBytes>,
     /// Latency from request creation (allocation) to completion, per direction.
@@ -90,7 +99,11 @@ pub struct Metrics {
 impl Metrics {
     /// Records a completed block request.
     pub fn complete(&mut self, now: Time, flow: FlowId, dir: Direction, bytes: u64, latency: Time) {
-        let b = (now / BUCKET) as usize;
+        let mut b = (now / self.bucket_width()) as usize;
+        while b >= MAX_BUCKETS {
+            self.coarsen();
+            b = (now / self.bucket_width()) as usize;
+        }
         if self.buckets.len() <= b {
             self.buckets.resize(b + 1, [0, 0]);
         }
@@ -103,9 +116,26 @@ impl Metrics {
         self.latency[dir.index()].record(latency);
     }
 
+    /// Width of a throughput bucket now, ns: [`BUCKET`], doubled each time the run outgrew [`MAX_BUCKETS`].
+    pub fn bucket_width(&self) -> Time {
+        BUCKET * self.bucket_scale.max(1)
+    }
+
+    /// Merges neighbouring buckets in pairs and doubles the width.
+    fn coarsen(&mut self) {
+        let merged: Vec<[u64; 2]> = self
+            .buckets
+            .chunks(2)
+            .map(|c| c.iter().fold([0, 0], |a, x| [a[0] + x[0], a[1] + x[1]]))
+            .collect();
+        self.buckets = merged;
+        self.bucket_scale = self.bucket_scale.max(1) * 2;
+    }
+
     /// Bytes `[read, written]` completed in `[from, to)` (bucket resolution).
     pub fn bytes_between(&self, from: Time, to: Time) -> [u64; 2] {
-        let (a, b) = ((from / BUCKET) as usize, (to.div_ceil(BUCKET)) as usize);
+        let w = self.bucket_width();
+        let (a, b) = ((from / w) as usize, (to.div_ceil(w)) as usize);
         let mut out = [0, 0];
         for x in self.buckets.iter().take(b).skip(a) {
             out[0] += x[0];
@@ -116,7 +146,8 @@ impl Metrics {
 
     /// Throughput `[read, written]` in MB/s (10^6 bytes per second) over `[from, to)`.
     pub fn mbps_between(&self, from: Time, to: Time) -> [f64; 2] {
-        let secs = (to.div_ceil(BUCKET) - from / BUCKET) as f64 * BUCKET as f64 / 1e9;
+        let w = self.bucket_width();
+        let secs = (to.div_ceil(w) - from / w) as f64 * w as f64 / 1e9;
         let b = self.bytes_between(from, to);
         if secs <= 0.0 {
             return [0.0, 0.0];
@@ -140,6 +171,26 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_run_merges_buckets_and_keeps_every_byte() {
+        let mut m = Metrics::default();
+        // One 1000-byte read every 5 ms for 4 x the full-resolution span: the timeline merges twice.
+        let step = BUCKET / 2;
+        let end = 4 * MAX_BUCKETS as u64 * BUCKET;
+        let mut t = 0;
+        while t < end {
+            m.complete(t, FlowId(1), Direction::Read, 1000, 1);
+            t += step;
+        }
+        assert!(m.buckets.len() <= MAX_BUCKETS, "{}", m.buckets.len());
+        assert_eq!(m.bucket_width(), 4 * BUCKET, "two merges: 10 ms -> 20 ms -> 40 ms");
+        let n = end / step;
+        assert_eq!(m.bytes_between(0, end), [n * 1000, 0], "no byte lost in the merges");
+        // Throughput is unchanged by the resolution: 1000 B per 5 ms = 0.2 MB/s.
+        let mbps = m.mbps_between(0, end)[0];
+        assert!((mbps - 0.2).abs() < 1e-9, "{mbps}");
+    }
 
     #[test]
     fn histogram_buckets_and_quantiles() {
