@@ -3,7 +3,7 @@
 # device 254:0 (vda), 536870912 sectors
 # device 254:0: 65 read requests, 2019328 bytes; kernel-flagged readahead 29, metadata 35; kept async (RA) 23
 # 6 real files touched, 1 tasks; command ran 7.8 ms, last read done after 5.8 ms, device busy 5.5 ms
-# bfq start-up profile, format version 1
+# bfq start-up profile, format version 2
 profile bash
 mode direct
 file bash-r000 516096 at 1.5780329704284668e-5
@@ -107,3 +107,4 @@ RA 0 135168 36864 34
 RA 0 172032 4096 1
 R 0 176128 73728 1
 R 3 0 4096 35
+end 65

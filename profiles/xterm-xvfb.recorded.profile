@@ -4,7 +4,7 @@
 # device 254:0 (vda), 536870912 sectors
 # device 254:0: 248 read requests, 18579456 bytes; kernel-flagged readahead 149, metadata 97; kept async (RA) 68
 # 56 real files touched, 3 tasks; command ran 133.9 ms, last read done after 134.5 ms, device busy 28.6 ms
-# bfq start-up profile, format version 1
+# bfq start-up profile, format version 2
 profile xterm-xvfb
 mode direct
 file xterm-xvfb-r000 516096 at 1.5780329704284668e-5
@@ -367,3 +367,4 @@ RA 101 4775936 8192 315
 RA 101 4784128 1040384 446
 RA 101 5824512 663552 22
 R 101 6553600 1040384 482
+end 248

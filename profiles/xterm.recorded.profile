@@ -3,7 +3,7 @@
 # device 254:0 (vda), 536870912 sectors
 # device 254:0: 218 read requests, 10571776 bytes; kernel-flagged readahead 129, metadata 87; kept async (RA) 56
 # 52 real files touched, 3 tasks; command ran 81.4 ms, last read done after 79.1 ms, device busy 15.3 ms
-# bfq start-up profile, format version 1
+# bfq start-up profile, format version 2
 profile xterm
 mode direct
 file xterm-r000 516096 at 1.5780329704284668e-5
@@ -324,3 +324,4 @@ R 55 0 16384 67
 R 5 0 4096 209
 R 32 0 16384 559
 R 32 16384 20480 227
+end 218

@@ -216,3 +216,47 @@ fn a_rerun_leaves_only_its_own_files() {
         .collect();
     assert_eq!(left, ["r"], "no staging or old directory left beside the report");
 }
+
+/// Profiles that used to replay as a start-up of 0 s or a shortened one are refused with the file and line (issue
+/// 16, defect 4).
+#[test]
+fn empty_or_cut_profiles_are_refused() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let whole = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../profiles/bash.recorded.profile"
+    ))
+    .expect("the committed bash profile");
+    let lines: Vec<&str> = whole.lines().collect();
+    let cases = [
+        ("empty.profile", String::new(), "has no requests"),
+        (
+            "comments.profile",
+            "# nothing\n\n# here\n".to_string(),
+            "has no requests",
+        ),
+        (
+            "files-only.profile",
+            "file a 4096 contiguous\n".to_string(),
+            "has no requests",
+        ),
+        ("cut.profile", lines[..lines.len() - 10].join("\n"), "may be cut short"),
+    ];
+    for (name, text, says) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("writes");
+        let out = Command::new(env!("CARGO_BIN_EXE_bfq"))
+            .args(["run", "--app"])
+            .arg(&path)
+            .output()
+            .expect("runs the bfq binary");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name} should be refused");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line, got {err:?}");
+        assert!(
+            err.contains(says) && err.contains(name),
+            "{name}: {err:?} should contain {says:?}"
+        );
+        assert!(out.stdout.is_empty(), "{name}: no result printed");
+    }
+}

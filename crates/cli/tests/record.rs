@@ -40,7 +40,7 @@ fn run_ok(cmd: &mut Command) -> Output {
 
 fn load(path: &Path) -> Profile {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    Profile::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    Profile::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Replays a profile on the simulated Seagate disk with no background load; returns the start-up time, s.

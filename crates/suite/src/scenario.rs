@@ -155,7 +155,7 @@ pub fn load_profile(app: &str) -> Result<Profile, AppError> {
             path: app.to_string(),
             error,
         })?;
-        return Profile::parse(&text).map_err(|error| AppError::Parse {
+        return Profile::parse_file(&text).map_err(|error| AppError::Parse {
             path: app.to_string(),
             error,
         });

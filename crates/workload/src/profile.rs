@@ -3,11 +3,13 @@
 //! the start-up traces of the S suite (docs/BENCHMARKS.md, start-up; derivations in docs/PROFILES.md, Synthetic
 //! profiles).
 //!
-//! # Text format (version 1)
+//! # Text format (version 2)
 //!
 //! UTF-8, one item per line; blank lines and lines starting with `#` are ignored; fields are separated by
 //! whitespace; numbers are decimal (sizes and offsets in bytes, think times in microseconds, fractions as decimal
-//! numbers in `0..=1`).
+//! numbers in `0..=1`). Version 2 adds the closing `end N` line (N = the number of requests): a profile file cut at a
+//! line boundary would otherwise read as a shorter, valid start-up. [`Profile::parse_file`], used for every profile
+//! read from a file, requires it and at least one request; [`Profile::parse`] checks it when present.
 //!
 //! ```text
 //! # comments anywhere
@@ -17,6 +19,7 @@
 //! file xterm 524288 contiguous
 //! R 0 0 16384 120                             # sync read: file index, offset, length, think time before it
 //! RA 0 16384 131072 0                         # readahead: issued without waiting for it
+//! end 2                                       # the number of requests; nothing may follow
 //! ```
 //!
 //! Files are numbered from 0 in the order declared and must be declared before a request uses them. Every request
@@ -149,12 +152,29 @@ impl Profile {
             requests: Vec::new(),
         };
         let mut named = false;
+        let mut ended: Option<usize> = None;
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             let content = raw.split('#').next().unwrap_or("");
             let mut toks = content.split_whitespace();
             let Some(head) = toks.next() else { continue };
+            if let Some(end_line) = ended {
+                return Err(err(line, format!("`{head}` after the `end` line ({end_line})")));
+            }
             match head {
+                "end" => {
+                    let n: usize = parse_num(toks.next(), line, "request count")?;
+                    if n != p.requests.len() {
+                        return Err(err(
+                            line,
+                            format!(
+                                "`end {n}` but {} requests were read: the profile is damaged or cut short",
+                                p.requests.len()
+                            ),
+                        ));
+                    }
+                    ended = Some(line);
+                }
                 "profile" => {
                     if named {
                         return Err(err(line, "second `profile` line"));
@@ -231,13 +251,43 @@ impl Profile {
                 other => {
                     return Err(err(
                         line,
-                        format!("unknown item `{other}`: expected profile, mode, file, R or RA"),
+                        format!("unknown item `{other}`: expected profile, mode, file, R, RA or end"),
                     ))
                 }
             }
             if let Some(extra) = toks.next() {
                 return Err(err(line, format!("unexpected `{extra}` at the end of the line")));
             }
+        }
+        Ok(p)
+    }
+
+    /// Parses a profile read from a file: as [`Profile::parse`], and it must hold at least one request and end with
+    /// the `end N` line, so that an empty file, a file of comments, a profile without requests, or one cut at a line
+    /// boundary is refused instead of replayed as a start-up of 0 s or a shortened one. The error's line is the
+    /// file's last line + 1 for a missing `end`.
+    pub fn parse_file(text: &str) -> Result<Profile, ProfileError> {
+        let p = Profile::parse(text)?;
+        let last = text.lines().count();
+        let has_end = text
+            .lines()
+            .any(|l| l.split('#').next().unwrap_or("").split_whitespace().next() == Some("end"));
+        if p.requests.is_empty() {
+            return Err(err(
+                last.max(1),
+                "the profile has no requests (R or RA lines): an empty start-up measures nothing",
+            ));
+        }
+        if !has_end {
+            return Err(err(
+                last + 1,
+                format!(
+                    "no `end` line after {} requests: the profile may be cut short; re-record it, or append \
+                     `end {}` if it is complete",
+                    p.requests.len(),
+                    p.requests.len()
+                ),
+            ));
         }
         Ok(p)
     }
@@ -284,7 +334,7 @@ impl Profile {
                 .collect()
         }
         let mut s = String::new();
-        let _ = writeln!(s, "# bfq start-up profile, format version 1");
+        let _ = writeln!(s, "# bfq start-up profile, format version 2");
         if !self.name.is_empty() {
             let _ = writeln!(s, "profile {}", token(&self.name));
         }
@@ -306,6 +356,7 @@ impl Profile {
         for r in &self.requests {
             let _ = writeln!(s, "{} {} {} {} {}", r.kind.token(), r.file, r.offset, r.len, r.think_us);
         }
+        let _ = writeln!(s, "end {}", self.requests.len());
         s
     }
 
@@ -661,6 +712,32 @@ mod tests {
             assert!(e.message.contains(what), "{text}: {e}");
             assert!(e.to_string().starts_with(&format!("line {line}: ")));
         }
+    }
+
+    /// Files that used to replay as a start-up of 0 s or a shortened one (issue 16, defect 4).
+    #[test]
+    fn a_profile_file_must_hold_requests_and_its_end_line() {
+        let whole = synthetic("bash").expect("known").to_text();
+        assert!(Profile::parse_file(&whole).is_ok());
+        let lines: Vec<&str> = whole.lines().collect();
+        // Cut at a line boundary, anywhere after the first request: the `end` line is gone.
+        let cut = lines[..lines.len() - 5].join("\n");
+        let e = Profile::parse_file(&cut).expect_err("cut short");
+        assert!(e.message.contains("may be cut short"), "{e}");
+        let n_lines = lines.len() - 5;
+        assert_eq!(e.line, n_lines + 1);
+        // The `end` count no longer matches once a request line is lost from the middle.
+        let mut holed = lines.clone();
+        holed.remove(lines.len() - 3);
+        let e = Profile::parse_file(&holed.join("\n")).expect_err("a request lost");
+        assert!(e.message.contains("damaged or cut short"), "{e}");
+        for text in ["", "# only a comment\n\n", "profile x\nfile a 10 contiguous\nend 0\n"] {
+            let e = Profile::parse_file(text).expect_err(text);
+            assert!(e.message.contains("no requests"), "{text:?}: {e}");
+        }
+        let e = Profile::parse("file a 10 contiguous\nR 0 0 1 0\nend 1\nR 0 1 1 0\n").expect_err("after end");
+        assert_eq!(e.line, 4);
+        assert!(e.message.contains("after the `end` line (3)"), "{e}");
     }
 
     #[test]
