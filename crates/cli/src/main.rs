@@ -224,6 +224,7 @@ struct ReproduceArgs {
 fn reproduce(a: ReproduceArgs) -> Result<()> {
     use bfq_suite::reproduce::{checklist, plan, run_all};
     let reps = bfq_suite::limits::reps(a.reps.unwrap_or(if a.quick { 1 } else { 2 }))?;
+    bfq_suite::limits::seeds(a.seed, reps)?;
     let jobs = bfq_suite::limits::jobs(
         a.jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),

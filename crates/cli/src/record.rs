@@ -79,6 +79,11 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Runs `bfq record`.
 pub fn record(a: RecordArgs) -> Result<()> {
+    // Checked before the command runs: nothing is recorded in vain.
+    let capacity_given = a.capacity.map(bfq_suite::limits::capacity_sectors).transpose()?;
+    if let Some(out) = &a.out {
+        check_out_file(out)?;
+    }
     let (trace, header) = if let Some(path) = &a.from_trace {
         let t = fs::read_to_string(path).with_context(|| format!("cannot read trace {}", path.display()))?;
         if t.trim().is_empty() {
@@ -133,7 +138,7 @@ pub fn record(a: RecordArgs) -> Result<()> {
     let dev = rec.dev.ok_or_else(|| {
         anyhow!("the command read nothing from a block device (was it already running, or did it fail to start?)")
     })?;
-    let capacity = match a.capacity {
+    let capacity = match capacity_given {
         Some(c) => c,
         None => device_capacity(dev)?,
     };
@@ -152,7 +157,7 @@ pub fn record(a: RecordArgs) -> Result<()> {
         profile.to_text()
     );
     match &a.out {
-        Some(path) => fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
+        Some(path) => write_atomically(path, &text)?,
         None => print!("{text}"),
     }
     eprintln!(
@@ -178,6 +183,43 @@ pub fn record(a: RecordArgs) -> Result<()> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// Checks an `--out` profile path before any work: it must not be a directory, and its directory must exist.
+fn check_out_file(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        bail!(
+            "--out {} is a directory: give a file path such as {}/app.profile",
+            path.display(),
+            path.display()
+        );
+    }
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        bail!(
+            "--out {}: directory {} does not exist: create it first",
+            path.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes `text` to a hidden file beside `path` and renames it into place, so `path` is whole or untouched.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let partial = path.with_file_name(format!(".{name}.bfq-partial-{}", std::process::id()));
+    let res = fs::write(&partial, text).and_then(|()| fs::rename(&partial, path));
+    if res.is_err() {
+        let _ = fs::remove_file(&partial);
+    }
+    res.with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn shell_words(cmd: &[String]) -> String {

@@ -96,7 +96,7 @@ pub struct SuiteArgs {
     /// Real targets: multiply the background workload's file sizes (e.g. 0.1 on a small loop device).
     #[arg(long, value_name = "FACTOR")]
     file_scale: Option<f64>,
-    /// Real targets, startup: background warm-up before the application starts, seconds (default 15).
+    /// Startup: background warm-up before the application starts, seconds (default 15), on every target.
     #[arg(long, value_name = "SECONDS")]
     warmup: Option<f64>,
 }
@@ -125,6 +125,20 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
     };
     let duration = a.duration.map(limits::duration_ns).transpose()?;
     let file_size = a.file_size.map(limits::iozone_file_bytes).transpose()?;
+    let real = real_options(a)?;
+    if targets.iter().all(Target::is_sim) {
+        let real_only = [
+            ("--allow-device", a.allow_device),
+            ("--app-cmd", a.app_cmd.is_some()),
+            ("--file-scale", a.file_scale.is_some()),
+        ];
+        if let Some((opt, _)) = real_only.iter().find(|(_, given)| *given) {
+            return Err(anyhow!(
+                "{opt} applies to the real targets (engine:DIR, kernel:DIR) only, and every --target here is a \
+                 simulator: drop it, or add a real target"
+            ));
+        }
+    }
     let era = a
         .profile
         .as_deref()
@@ -145,7 +159,7 @@ fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
             duration,
             seed: a.seed,
             time_policy: a.cpu_time,
-            real: real_options(a)?,
+            real,
             warmup: real_warmup(a)?.unwrap_or(STARTUP_WARMUP),
         },
     })
@@ -169,13 +183,14 @@ fn real_warmup(a: &SuiteArgs) -> Result<Option<u64>> {
 /// Runs `bfq suite`.
 pub fn run(a: SuiteArgs) -> Result<()> {
     let cfg = config(&a)?;
+    let jobs = plan(&cfg)?;
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("bfq-results").join(cfg.benchmark.name()));
     // Checked before any run: a bad --out must not throw away minutes of work.
     let report_dir = ReportDir::prepare(&out)?;
-    let jobs = plan(&cfg)?;
+
     let threads = limits::jobs(
         a.jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),

@@ -14,11 +14,11 @@ const CASES: &[Case] = &[
     // A negative number after a space is a value, not an option: the same message as `--duration=-1`.
     Case {
         args: &["run", "--duration", "-1"],
-        says: "--duration -1 is out of range: give seconds in (0, 86400]",
+        says: "--duration -1 is out of range: give seconds in [1, 86400]",
     },
     Case {
         args: &["run", "--duration=-1"],
-        says: "--duration -1 is out of range: give seconds in (0, 86400]",
+        says: "--duration -1 is out of range: give seconds in [1, 86400]",
     },
     Case {
         args: &["suite", "startup", "--duration", "-2"],
@@ -58,6 +58,76 @@ const CASES: &[Case] = &[
     Case {
         args: &["run", "--workload", "10x-seq"],
         says: "unknown workload `10x-seq`: expected idle or <N>r<M>w-seq|rand with N and M up to 10000",
+    },
+    // Silently accepted before (issue 16, defect 8): a duration under 1 ns ran for 0 ns; under a second a result
+    // measures one slice.
+    Case {
+        args: &["run", "--duration", "1e-10"],
+        says: "--duration 0.0000000001 is too short to measure a policy",
+    },
+    Case {
+        args: &["suite", "video", "--duration", "0.04"],
+        says: "--duration 0.04 is too short",
+    },
+    // Names given twice ran the same seeds twice, counted as repetitions.
+    Case {
+        args: &["suite", "throughput", "--sched", "bfq,cfq,bfq"],
+        says: "--sched names 'bfq' twice: give each once (use --reps for repetitions)",
+    },
+    Case {
+        args: &["suite", "throughput", "--workloads", "10r-seq,10r-seq"],
+        says: "--workloads names '10r-seq' twice",
+    },
+    Case {
+        args: &["suite", "throughput", "--target", "seagate-hdd,sim:seagate-hdd"],
+        says: "--target names 'sim:seagate-hdd' twice",
+    },
+    Case {
+        args: &["suite", "startup", "--apps", "xterm,xterm"],
+        says: "--apps names 'xterm' twice",
+    },
+    Case {
+        args: &["run", "--tune", "slice_idle=0", "--tune", "slice_idle=8"],
+        says: "bfq tunable 'slice_idle' is given twice",
+    },
+    Case {
+        args: &[
+            "suite",
+            "throughput",
+            "--sched",
+            "bfq",
+            "--tune",
+            "slice_idle=0",
+            "--tune",
+            "slice_idle=8",
+        ],
+        says: "--tune names 'slice_idle' twice",
+    },
+    // Real-target options on a simulator-only run did nothing.
+    Case {
+        args: &["suite", "startup", "--file-scale", "0.5"],
+        says: "--file-scale applies to the real targets (engine:DIR, kernel:DIR) only",
+    },
+    Case {
+        args: &["suite", "startup", "--app-cmd", "xterm /bin/true"],
+        says: "--app-cmd applies to the real targets",
+    },
+    Case {
+        args: &["suite", "startup", "--allow-device"],
+        says: "--allow-device applies to the real targets",
+    },
+    // Seeds wrapped around u64 (a debug build panicked).
+    Case {
+        args: &["reproduce", "--quick", "--seed", "18446744073709551615", "--reps", "2"],
+        says: "--seed 18446744073709551615 with 2 repetitions would wrap around",
+    },
+    Case {
+        args: &["suite", "throughput", "--seed", "18446744073709551615", "--reps", "3"],
+        says: "give a seed up to 18446744073709551613",
+    },
+    Case {
+        args: &["record", "--capacity", "18446744073709551615", "--", "true"],
+        says: "--capacity 18446744073709551615 is out of range",
     },
     // noop takes no tunables: the message said "accepted keys are " and ended there.
     Case {
@@ -193,7 +263,7 @@ fn a_rerun_leaves_only_its_own_files() {
                 "--sched",
                 "noop",
                 "--duration",
-                "0.5",
+                "1",
                 "--reps",
                 "1",
                 "--out",

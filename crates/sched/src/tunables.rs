@@ -106,6 +106,14 @@ pub enum ConfigError {
         /// Comma-separated accepted keys.
         accepted: String,
     },
+    /// The same tunable was given twice.
+    #[error("{sched} tunable '{key}' is given twice: give each tunable once")]
+    DuplicateKey {
+        /// The policy.
+        sched: String,
+        /// The key.
+        key: String,
+    },
     /// The value is not an integer (or 0/1 for a flag).
     #[error("{sched} tunable '{key}': '{value}' is not a number; expected {range}")]
     BadValue {
@@ -143,7 +151,7 @@ pub struct TunableValues {
 }
 
 impl TunableValues {
-    /// Defaults for `dev`, then each `key=value` in order (later pairs win).
+    /// Defaults for `dev`, then each `key=value`; a key given twice is an error ([`ConfigError::DuplicateKey`]).
     pub fn parse<S: AsRef<str>>(
         sched: &str,
         specs: &'static [TunableSpec],
@@ -151,6 +159,7 @@ impl TunableValues {
         pairs: &[S],
     ) -> Result<Self, ConfigError> {
         let mut values: Vec<i64> = specs.iter().map(|s| s.default_for(dev)).collect();
+        let mut given = vec![false; specs.len()];
         for pair in pairs {
             let pair = pair.as_ref().trim();
             let (key, raw) = pair
@@ -165,6 +174,12 @@ impl TunableValues {
                     key: key.to_string(),
                     accepted: specs.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
                 })?;
+            if std::mem::replace(&mut given[idx], true) {
+                return Err(ConfigError::DuplicateKey {
+                    sched: sched.to_string(),
+                    key: key.to_string(),
+                });
+            }
             let spec = &specs[idx];
             let v: i64 = match (spec.unit, raw) {
                 ("bool", "true" | "on" | "yes") => 1,
@@ -243,6 +258,11 @@ mod tests {
         assert!(e.to_string().contains("read_expire"));
         let e = TunableValues::parse("x", &SPECS, &dev, &["front_merges=2"]).unwrap_err();
         assert!(e.to_string().contains("0 or 1"));
+        let e = TunableValues::parse("x", &SPECS, &dev, &["read_expire=1", "read_expire=2"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "x tunable 'read_expire' is given twice: give each tunable once"
+        );
         let e = TunableValues::parse("x", &SPECS, &dev, &["read_expire"]).unwrap_err();
         assert!(matches!(e, ConfigError::Malformed(_)));
     }

@@ -6,8 +6,18 @@ use bfq_sched::Time;
 /// Most repetitions of one measurement; repetitions are in `1..=MAX_REPS`.
 pub const MAX_REPS: u32 = 100;
 
-/// Longest measured run, seconds (24 h); durations are in `(0, MAX_DURATION_S]`.
+/// Longest measured run, seconds (24 h); durations are in `[MIN_DURATION_S, MAX_DURATION_S]`.
 pub const MAX_DURATION_S: f64 = 86_400.0;
+
+/// Shortest measured run, seconds. A shorter window holds less than a handful of the policies' own periods (a BFQ
+/// budget timeout is 125 ms, a CFQ sync slice 100 ms, a deadline read expiry 500 ms) and of the video clip's frames
+/// and noise commands, so it measures one slice rather than the policy: the result would be meaningless. A guard
+/// on input, not a model parameter.
+pub const MIN_DURATION_S: f64 = 1.0;
+
+/// Largest capacity `bfq record --capacity` accepts, in 512-byte sectors: 2^47 sectors = 64 PiB, above any single
+/// block device; a larger number is a typing mistake.
+pub const MAX_CAPACITY_SECTORS: u64 = 1 << 47;
 
 /// Largest factor on the real targets' background file sizes; factors are in `(0, MAX_FILE_SCALE]`.
 ///
@@ -44,13 +54,43 @@ pub fn reps(n: u32) -> Result<u32, OutOfRange> {
     }
 }
 
-/// Checks a duration in seconds against `(0, MAX_DURATION_S]` and returns it in ns.
+/// Checks a duration in seconds against `[MIN_DURATION_S, MAX_DURATION_S]` and returns it in ns.
 pub fn duration_ns(secs: f64) -> Result<Time, OutOfRange> {
-    if secs > 0.0 && secs <= MAX_DURATION_S {
+    if (MIN_DURATION_S..=MAX_DURATION_S).contains(&secs) {
         Ok((secs * 1e9) as Time)
+    } else if secs > 0.0 && secs < MIN_DURATION_S {
+        Err(OutOfRange(format!(
+            "--duration {secs} is too short to measure a policy: give seconds in [{MIN_DURATION_S}, \
+             {MAX_DURATION_S}]"
+        )))
     } else {
         Err(OutOfRange(format!(
-            "--duration {secs} is out of range: give seconds in (0, {MAX_DURATION_S}]"
+            "--duration {secs} is out of range: give seconds in [{MIN_DURATION_S}, {MAX_DURATION_S}]"
+        )))
+    }
+}
+
+/// Checks that repetitions `0..reps` of a run seeded `seed` get seeds `seed + i` without wrapping around.
+pub fn seeds(seed: u64, reps: u32) -> Result<(), OutOfRange> {
+    let last = u64::from(reps.max(1) - 1);
+    if seed.checked_add(last).is_some() {
+        Ok(())
+    } else {
+        Err(OutOfRange(format!(
+            "--seed {seed} with {reps} repetitions would wrap around (repetition i uses seed + i): give a seed up to \
+             {}",
+            u64::MAX - last
+        )))
+    }
+}
+
+/// Checks a device capacity in sectors against `1..=MAX_CAPACITY_SECTORS`.
+pub fn capacity_sectors(n: u64) -> Result<u64, OutOfRange> {
+    if (1..=MAX_CAPACITY_SECTORS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(OutOfRange(format!(
+            "--capacity {n} is out of range: give 512-byte sectors in 1..={MAX_CAPACITY_SECTORS} (64 PiB)"
         )))
     }
 }
@@ -133,8 +173,20 @@ mod tests {
         assert_eq!(duration_ns(MAX_DURATION_S), Ok(86_400_000_000_000));
         assert_eq!(
             duration_ns(0.0).unwrap_err().to_string(),
-            "--duration 0 is out of range: give seconds in (0, 86400]"
+            "--duration 0 is out of range: give seconds in [1, 86400]"
         );
+        // Under 1 ns used to become a 0 ns run; under a second measures one slice (issue 16, defect 8).
+        assert!(duration_ns(1e-10).unwrap_err().to_string().contains("too short"));
+        assert!(duration_ns(0.5).unwrap_err().to_string().contains("too short"));
+        assert_eq!(duration_ns(MIN_DURATION_S), Ok(1_000_000_000));
+        assert_eq!(seeds(u64::MAX, 1), Ok(()));
+        assert_eq!(seeds(u64::MAX - 1, 2), Ok(()));
+        assert!(seeds(u64::MAX, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("give a seed up to 18446744073709551614"));
+        assert_eq!(capacity_sectors(MAX_CAPACITY_SECTORS), Ok(1 << 47));
+        assert!(capacity_sectors(0).is_err() && capacity_sectors(u64::MAX).is_err());
         assert_eq!(file_scale(1.0), Ok(1.0));
         assert_eq!(file_scale(0.001), Ok(0.001));
         for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY] {

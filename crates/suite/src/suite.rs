@@ -204,6 +204,18 @@ fn tunables_for(sched: &str, given: &[String], benchmark: Benchmark) -> Vec<Stri
     out
 }
 
+/// Refuses a list that names an item twice.
+fn no_duplicates(option: &str, items: &[String]) -> Result<(), ScenarioError> {
+    for (i, x) in items.iter().enumerate() {
+        if items[..i].contains(x) {
+            return Err(invalid(format!(
+                "{option} names '{x}' twice: give each once (use --reps for repetitions)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks `cfg` and turns it into jobs: repetitions outermost, then applications, targets, schedulers and
 /// workloads, so that a report shows the targets of one application side by side.
 ///
@@ -218,6 +230,23 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
     for t in &cfg.targets {
         t.check()?;
     }
+    // A name given twice would run the same experiments twice with the same seeds and count them as extra
+    // repetitions.
+    let targets: Vec<String> = cfg.targets.iter().map(ToString::to_string).collect();
+    no_duplicates("--target", &targets)?;
+    no_duplicates("--sched", &cfg.schedulers)?;
+    if let Some(w) = &cfg.workloads {
+        no_duplicates("--workloads", w)?;
+    }
+    if let Some(a) = &cfg.apps {
+        no_duplicates("--apps", a)?;
+    }
+    let keys: Vec<String> = cfg
+        .tunables
+        .iter()
+        .map(|kv| kv.split_once('=').map_or(kv.as_str(), |(k, _)| k).trim().to_string())
+        .collect();
+    no_duplicates("--tune", &keys)?;
     if cfg.schedulers.is_empty() {
         return Err(invalid("no scheduler: give --sched, e.g. bfq,cfq,deadline,noop".into()));
     }
@@ -273,6 +302,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
     };
     let reps = cfg.reps.unwrap_or_else(|| default_reps(b, era));
     crate::limits::reps(reps).map_err(|e| invalid(e.to_string()))?;
+    crate::limits::seeds(cfg.settings.seed, reps).map_err(|e| invalid(e.to_string()))?;
     if cfg.apps.is_some() && b != Benchmark::Startup {
         return Err(invalid(format!(
             "--apps applies to the startup benchmark only, not {}",
@@ -377,7 +407,7 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
                             settings: Settings {
                                 era,
                                 warmup,
-                                seed: cfg.settings.seed.wrapping_add(u64::from(rep)),
+                                seed: cfg.settings.seed + u64::from(rep),
                                 ..cfg.settings.clone()
                             },
                         });

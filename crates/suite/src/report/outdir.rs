@@ -4,7 +4,9 @@
 //! [`ReportDir::prepare`] runs before the first simulation. It refuses an `--out` that is a file, a directory that
 //! holds anything but a bfq report (bfq never deletes files it did not write), a name too long for the file
 //! system, and a parent where nothing can be created; and it creates the hidden staging directory
-//! `.<name>.bfq-partial-<pid>` beside the target, so a read-only place fails at once. [`ReportDir::commit`] writes the
+//! `.<name>.bfq-partial-<pid>` beside the target (or, when the parent does not exist yet, a probe directory in its
+//! nearest existing ancestor, removed at once), so a read-only place fails at once and a refused run creates
+//! nothing. [`ReportDir::commit`] writes the
 //! report into the staging directory and then swaps it into place: the old report (if any) is renamed aside, the
 //! new one renamed in, and the old one removed. A staging directory left by a killed run is removed by the next
 //! run into the same place; one left by an error is removed when the [`ReportDir`] is dropped.
@@ -173,17 +175,41 @@ impl ReportDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(format!("cannot use --out '{}'", target.display()))(e)),
         }
-        if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io(format!("cannot create '{}'", parent.display())))?;
+        // A missing parent is created only when the report is written (a refused run leaves nothing behind); its
+        // nearest existing ancestor must be a directory where bfq can create one, which a probe checks now.
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut existing = parent;
+        while !existing.exists() {
+            existing = existing
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+        }
+        if !existing.is_dir() {
+            return Err(OutDirError::Io {
+                context: format!("cannot create '{}'", parent.display()),
+                source: std::io::Error::from(std::io::ErrorKind::NotADirectory),
+            });
         }
         remove_stale(target);
         let staging = sibling(target, "bfq-partial", std::process::id());
-        let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir(&staging).map_err(io(format!(
+        let probe = if existing == parent {
+            staging.clone()
+        } else {
+            existing.join(format!(".bfq-probe-{}", std::process::id()))
+        };
+        let _ = std::fs::remove_dir_all(&probe);
+        std::fs::create_dir(&probe).map_err(io(format!(
             "cannot write the report beside '{}' (creating '{}')",
             target.display(),
-            staging.display()
+            probe.display()
         )))?;
+        if probe != staging {
+            let _ = std::fs::remove_dir(&probe);
+        }
         Ok(ReportDir {
             target: target.to_path_buf(),
             staging,
@@ -207,6 +233,16 @@ impl ReportDir {
         mut self,
         write: impl FnOnce(&Path) -> Result<Vec<PathBuf>, E>,
     ) -> Result<Vec<PathBuf>, CommitError<E>> {
+        if !self.staging.exists() {
+            if let Some(parent) = self.staging.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(io(format!("cannot create '{}'", parent.display())))
+                    .map_err(CommitError::Dir)?;
+            }
+            std::fs::create_dir(&self.staging)
+                .map_err(io(format!("cannot create '{}'", self.staging.display())))
+                .map_err(CommitError::Dir)?;
+        }
         let written = write(&self.staging).map_err(CommitError::Write)?;
         let old = sibling(&self.target, "bfq-old", std::process::id());
         let had_old = self.target.exists();
@@ -308,6 +344,14 @@ mod tests {
             ["report"],
             "no staging or old directory left"
         );
+    }
+
+    #[test]
+    fn a_run_that_fails_after_prepare_leaves_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        drop(ReportDir::prepare(&root.path().join("a/b/report")).unwrap());
+        drop(ReportDir::prepare(&root.path().join("here")).unwrap());
+        assert!(listing(root.path()).is_empty(), "{:?}", listing(root.path()));
     }
 
     #[test]
