@@ -1,27 +1,33 @@
 //! CSV exports: every run, and the per-cell summaries of every figure.
 //!
-//! Fields are quoted (RFC 4180) when they contain a comma, a double quote, a carriage return or a newline, or
-//! start or end with a space; a double quote inside is doubled. Floating-point values use Rust's shortest
-//! round-trip notation; absent values are empty fields. Lines end with `\n`.
+//! Written with the `csv` crate: fields are quoted (RFC 4180) when they contain a comma, a double quote, a carriage
+//! return or a newline; a double quote inside is doubled. Floating-point values use Rust's shortest round-trip
+//! notation; absent values are empty fields. Lines end with `\n`.
 
 use super::{Cell, Figure};
 use crate::result::RunResult;
 use std::collections::BTreeSet;
 
-/// Quotes one CSV field if needed.
-pub fn quote(field: &str) -> String {
-    let needs = field.contains([',', '"', '\n', '\r']) || field.starts_with(' ') || field.ends_with(' ');
-    if needs {
-        format!("\"{}\"", field.replace('"', "\"\""))
-    } else {
-        field.to_string()
-    }
-}
+/// A CSV writer into memory with the report's conventions (quote only where needed, `\n` line ends).
+struct Out(csv::Writer<Vec<u8>>);
 
-fn line(fields: &[String]) -> String {
-    let mut s = fields.iter().map(|f| quote(f)).collect::<Vec<_>>().join(",");
-    s.push('\n');
-    s
+impl Out {
+    fn new() -> Out {
+        Out(csv::WriterBuilder::new()
+            .quote_style(csv::QuoteStyle::Necessary)
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(Vec::new()))
+    }
+
+    fn record(&mut self, fields: &[String]) {
+        // Writing into a Vec cannot fail, and every record has the header's length (checked by the tests).
+        self.0.write_record(fields).expect("CSV into memory");
+    }
+
+    fn text(self) -> String {
+        let bytes = self.0.into_inner().expect("CSV into memory flushes");
+        String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
+    }
 }
 
 fn num(v: f64) -> String {
@@ -57,7 +63,8 @@ pub fn runs_csv(results: &[RunResult]) -> String {
     let extra_keys: BTreeSet<&String> = results.iter().flat_map(|r| r.extra.keys()).collect();
     let mut header: Vec<String> = RUN_COLUMNS.iter().map(|c| c.to_string()).collect();
     header.extend(extra_keys.iter().map(|k| format!("extra.{k}")));
-    let mut out = line(&header);
+    let mut out = Out::new();
+    out.record(&header);
     for r in results {
         let mut fields = vec![
             r.benchmark.name().to_string(),
@@ -77,9 +84,9 @@ pub fn runs_csv(results: &[RunResult]) -> String {
             opt(r.sched_cpu_ns_per_request),
         ];
         fields.extend(extra_keys.iter().map(|k| opt(r.extra.get(*k).copied())));
-        out.push_str(&line(&fields));
+        out.record(&fields);
     }
-    out
+    out.text()
 }
 
 /// The columns of [`summary_csv`].
@@ -107,7 +114,8 @@ pub const SUMMARY_COLUMNS: [&str; 17] = [
 /// out) or `missing`; the statistics are empty unless `ok`; `ci99` is empty with a single repetition.
 pub fn summary_csv(figs: &[Figure]) -> String {
     let header: Vec<String> = SUMMARY_COLUMNS.iter().map(|c| c.to_string()).collect();
-    let mut out = line(&header);
+    let mut out = Out::new();
+    out.record(&header);
     for fig in figs {
         for (workload, row) in fig.workloads.iter().zip(&fig.cells) {
             for (sched, cell) in fig.schedulers.iter().zip(row) {
@@ -143,11 +151,11 @@ pub fn summary_csv(figs: &[Figure]) -> String {
                         fields.extend(std::iter::repeat_n(String::new(), 6));
                     }
                 }
-                out.push_str(&line(&fields));
+                out.record(&fields);
             }
         }
     }
-    out
+    out.text()
 }
 
 #[cfg(test)]
@@ -156,41 +164,26 @@ mod tests {
     use crate::report::testdata::{run, sample_results};
     use crate::report::{figures, ReportMeta};
 
-    /// Splits CSV text into records of fields, honouring quotes (a minimal reader for the tests).
+    /// Reads CSV text back into records of fields with the `csv` crate's reader.
     fn parse(text: &str) -> Vec<Vec<String>> {
-        let mut records = Vec::new();
-        let mut record = Vec::new();
-        let mut field = String::new();
-        let mut quoted = false;
-        let mut chars = text.chars().peekable();
-        while let Some(c) = chars.next() {
-            match (quoted, c) {
-                (true, '"') if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                }
-                (true, '"') => quoted = false,
-                (true, c) => field.push(c),
-                (false, '"') => quoted = true,
-                (false, ',') => record.push(std::mem::take(&mut field)),
-                (false, '\n') => {
-                    record.push(std::mem::take(&mut field));
-                    records.push(std::mem::take(&mut record));
-                }
-                (false, c) => field.push(c),
-            }
-        }
-        records
+        csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(text.as_bytes())
+            .records()
+            .map(|r| r.expect("valid CSV").iter().map(str::to_string).collect())
+            .collect()
     }
 
     #[test]
-    fn quoting() {
-        assert_eq!(quote("plain"), "plain");
-        assert_eq!(quote("a,b"), "\"a,b\"");
-        assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(quote("two\nlines"), "\"two\nlines\"");
-        assert_eq!(quote(" padded"), "\" padded\"");
-        assert_eq!(quote(""), "");
+    fn fields_are_quoted_only_where_needed() {
+        let mut out = Out::new();
+        let fields = ["plain", "a,b", "say \"hi\"", "two\nlines", ""].map(String::from);
+        out.record(&fields);
+        assert_eq!(out.text(), "plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n");
+        assert_eq!(
+            parse("plain,\"a,b\",\"say \"\"hi\"\"\",\"two\nlines\",\n"),
+            [fields.to_vec()]
+        );
     }
 
     #[test]

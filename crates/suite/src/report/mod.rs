@@ -17,6 +17,7 @@ pub mod table;
 #[cfg(test)]
 pub(crate) mod testdata;
 #[cfg(test)]
+#[cfg(test)]
 pub(crate) mod xmlcheck;
 
 use crate::result::{Benchmark, RunResult};
