@@ -94,7 +94,7 @@ impl Config {
     /// [`TunableSpec`] range (time tunables at most one second, so that the wait bound of one second holds).
     /// Unknown policy names get no tunables (the run then reports the unknown name).
     pub fn from_seed(seed: u64, name: &str) -> Self {
-        let mut rng = Rng(seed ^ 0xC0F1_6000_5EED);
+        let mut rng = Rng(seed ^ 0xC0F1_6000_5EED, Vec::new());
         let mut device = if rng.chance(50) {
             DeviceInfo::hdd()
         } else {
@@ -196,7 +196,9 @@ impl Report {
 }
 
 /// SplitMix64: a tiny, well-mixed, seedable generator, so the checker needs no dependency.
-struct Rng(u64);
+/// The harness's source of choices: a splitmix64 stream, optionally preceded by a script of bytes (the fuzzer's
+/// input, see [`run_script`]) that decides the choices until it runs out.
+struct Rng(u64, Vec<u8>);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -208,10 +210,24 @@ impl Rng {
     }
     fn below(&mut self, n: u64) -> u64 {
         if n == 0 {
-            0
-        } else {
-            self.next() % n
+            return 0;
         }
+        if !self.1.is_empty() {
+            // As many script bytes as `n` needs (the script is stored reversed, so popping takes them in order).
+            let bytes = if n <= 1 << 8 {
+                1
+            } else if n <= 1 << 16 {
+                2
+            } else {
+                8
+            };
+            let mut v = 0u64;
+            for _ in 0..bytes {
+                v = (v << 8) | u64::from(self.1.pop().unwrap_or(0));
+            }
+            return v % n;
+        }
+        self.next() % n
     }
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -260,11 +276,32 @@ pub fn run(name: &str, cfg: &Config) -> Result<Report, String> {
     run_policy(policy, cfg)
 }
 
+/// Most operations a script run plays before it drains (bounds a fuzzer's run time per input).
+pub const MAX_SCRIPT_OPS: usize = 4_000;
+
+/// Runs the conformance checker on `name` with the choices taken from `script` (a fuzzer's input): its first 8
+/// bytes seed [`Config::from_seed`] (device, flows, load, tunables), and the rest decide the harness's operations,
+/// one or a few bytes per choice, until they run out (then the seeded stream goes on). The run plays one operation
+/// per script byte, at most [`MAX_SCRIPT_OPS`], then drains. Every contract of the module doc is checked.
+pub fn run_script(name: &str, script: &[u8]) -> Result<Report, String> {
+    let (head, rest) = script.split_at(script.len().min(8));
+    let mut seed = [0u8; 8];
+    seed[..head.len()].copy_from_slice(head);
+    let mut cfg = Config::from_seed(u64::from_le_bytes(seed), name);
+    cfg.ops = rest.len().min(MAX_SCRIPT_OPS);
+    let policy = registry::build(name, &cfg.device, &cfg.tunables).map_err(|e| e.to_string())?;
+    run_with(policy, &cfg, rest.iter().rev().copied().collect())
+}
+
 /// Runs the conformance sequence against an already built policy.
 pub fn run_policy(policy: Box<dyn Scheduler>, cfg: &Config) -> Result<Report, String> {
+    run_with(policy, cfg, Vec::new())
+}
+
+fn run_with(policy: Box<dyn Scheduler>, cfg: &Config, script: Vec<u8>) -> Result<Report, String> {
     let mut h = Harness {
         cfg: cfg.clone(),
-        rng: Rng(cfg.seed ^ 0x005E_ED0F_B0F0),
+        rng: Rng(cfg.seed ^ 0x005E_ED0F_B0F0, script),
         policy,
         now: 0,
         flows: BTreeMap::new(),

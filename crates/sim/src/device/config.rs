@@ -74,11 +74,30 @@ pub enum DeviceConfig {
 impl DeviceConfig {
     /// Parses a TOML description and validates it. Errors name the offending field (and show its line).
     pub fn from_toml_str(text: &str) -> Result<DeviceConfig, DeviceError> {
-        let parse_err = |e: toml::de::Error| DeviceError::Parse {
+        // One line: where (line and column, from the error's span) and what; toml's own text spans several lines.
+        let parse_err = |text: &str, e: toml::de::Error| DeviceError::Parse {
             origin: None,
-            message: e.to_string(),
+            message: match e.span() {
+                Some(span) => {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+                    let column = before.len() - line_start + 1;
+                    let key = text[line_start..]
+                        .lines()
+                        .next()
+                        .and_then(|l| l.split_once('='))
+                        .map(|(k, _)| format!(" ({})", k.trim()))
+                        .unwrap_or_default();
+                    format!(
+                        "line {line}{key}, column {column}: {}",
+                        e.message().trim().replace('\n', "; ")
+                    )
+                }
+                None => e.message().trim().replace('\n', "; "),
+            },
         };
-        let table: toml::Table = text.parse().map_err(parse_err)?;
+        let table: toml::Table = text.parse().map_err(|e| parse_err(text, e))?;
         let model = match table.get("model") {
             Some(toml::Value::String(m)) => m.clone(),
             Some(other) => {
@@ -100,11 +119,11 @@ impl DeviceConfig {
         // errors carry the field's line (an internally tagged enum would lose it).
         let body = blank_top_level_key(text, "model");
         let cfg = match model.as_str() {
-            "hdd" => DeviceConfig::Hdd(toml::from_str(&body).map_err(parse_err)?),
-            "raid1" => DeviceConfig::Raid1(toml::from_str(&body).map_err(parse_err)?),
-            "ssd" => DeviceConfig::Ssd(toml::from_str(&body).map_err(parse_err)?),
-            "flash" => DeviceConfig::Flash(toml::from_str(&body).map_err(parse_err)?),
-            "nvme" => DeviceConfig::Nvme(toml::from_str(&body).map_err(parse_err)?),
+            "hdd" => DeviceConfig::Hdd(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "raid1" => DeviceConfig::Raid1(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "ssd" => DeviceConfig::Ssd(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "flash" => DeviceConfig::Flash(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "nvme" => DeviceConfig::Nvme(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             other => {
                 return Err(DeviceError::Field {
                     field: "model".into(),
@@ -135,6 +154,13 @@ impl DeviceConfig {
 
     /// Checks every field's range; the error names the first offending field.
     pub fn validate(&self) -> Result<(), DeviceError> {
+        if self.name().trim().is_empty() {
+            return Err(DeviceError::Field {
+                field: "name".into(),
+                value: format!("{:?}", self.name()),
+                reason: "must not be empty: policies and reports name the device by it".into(),
+            });
+        }
         match self {
             DeviceConfig::Hdd(c) => validate_hdd(c, ""),
             DeviceConfig::Raid1(c) => {
@@ -580,6 +606,31 @@ mod tests {
         assert!(e.contains("seagate-hdd"), "{e}");
         let e = resolve("/nonexistent/dev.toml").unwrap_err().to_string();
         assert!(e.contains("/nonexistent/dev.toml"), "{e}");
+    }
+
+    /// Accepted silently before (issue 16, defect 8): a device without a name; and toml's errors spanned several
+    /// lines where every bfq error is one.
+    #[test]
+    fn an_empty_name_is_refused_and_errors_are_one_line() {
+        let good = preset("nvme").unwrap().to_toml_string();
+        let unnamed = good
+            .lines()
+            .map(|l| if l.starts_with("name") { "name = \"  \"" } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let e = DeviceConfig::from_toml_str(&unnamed).unwrap_err().to_string();
+        assert!(e.contains("'name'") && e.contains("must not be empty"), "{e}");
+        let missing: String = good
+            .lines()
+            .filter(|l| !l.starts_with("name"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let wrong = good.replace("model = \"nvme\"", "model = \"nvme\"\nqueue_depth = [1, 2]");
+        for text in [missing.as_str(), wrong.as_str(), "model = \"hdd\"\nrpm = \n"] {
+            let e = DeviceConfig::from_toml_str(text).unwrap_err().to_string();
+            assert_eq!(e.lines().count(), 1, "{e}");
+            assert!(e.contains("line "), "{e}");
+        }
     }
 }
 
