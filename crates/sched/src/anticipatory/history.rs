@@ -112,7 +112,9 @@ impl FlowHistory {
     /// `as_update_iohist`). Also used when a close request of another process cooperates with this one.
     pub fn record_sync_arrival(&mut self, global: &mut GlobalHistory, sector: u64, end: u64, now: Time) {
         if self.io_running || self.io_started {
-            let outstanding = self.queued + self.in_flight;
+            // Outstanding as the kernel counts it (`as_update_iohist`): queued, plus on the dispatch list and not yet
+            // fetched by the driver, which is always empty here; requests on the device do not count.
+            let outstanding = self.queued;
             let think = if self.io_running && outstanding == 0 {
                 now.saturating_sub(self.last_end).min(MAX_THINKTIME)
             } else {
@@ -186,10 +188,18 @@ mod tests {
         f.record_sync_arrival(&mut g, 8, 16, 60 * MS);
         assert_eq!(f.ttime.mean, MAX_THINKTIME);
         assert_eq!(g.new_ttime_mean, MAX_THINKTIME / 8);
-        // With a request outstanding the sample is 0: the process did not wait for its I/O.
+        // A request on the device does not make the sample 0 (the kernel counts queued requests and those not yet
+        // fetched by the driver, never those on the device): a reader with readahead in flight still thinks.
         f.in_flight = 1;
+        f.last_end = 58 * MS;
+        let before = f.ttime;
         f.record_sync_arrival(&mut g, 16, 24, 61 * MS);
-        assert!(f.ttime.mean < MAX_THINKTIME);
+        assert!(f.ttime.samples > before.samples && f.ttime.mean > 0, "{:?}", f.ttime);
+        // With a request queued the sample is 0: the process did not wait for its I/O.
+        f.queued = 1;
+        let before = f.ttime.mean;
+        f.record_sync_arrival(&mut g, 24, 32, 62 * MS);
+        assert!(f.ttime.mean < before);
     }
 
     #[test]

@@ -382,10 +382,12 @@ impl Anticipatory {
         let Some(f) = self.flows.get(&p) else {
             return true;
         };
-        // The request being waited on (until it completes) is not "other" I/O; anything else of the process is, and
-        // its completion or queue will keep it going without our waiting.
-        let waited_on = u32::from(!self.ioc_finished);
-        if f.queued > 0 || f.in_flight > waited_on {
+        // More requests of the process queued here: no need to wait for them. The kernel (`as_can_break_anticipation`)
+        // also breaks on the process's requests on the elevator's dispatch list that the driver has not fetched yet
+        // (`nr_dispatched`, decremented in `as_activate_request`); a policy here hands a request straight to the
+        // device, so that list is always empty. Requests already on the device do not count: a sequential reader's
+        // readahead window in flight does not stop AS from waiting for the reader's next window.
+        if f.queued > 0 {
             return true;
         }
         if let Some(c) = c.filter(|c| c.sync) {
@@ -628,11 +630,6 @@ impl Scheduler for Anticipatory {
                         self.batch_expires = now.saturating_add(self.p.read_batch_expire);
                     }
                     chosen = Some(h);
-                } else if self.batch_dir == SYNC && self.in_flight > 0 && !self.batch_expired(now) {
-                    // A read batch ends only when its time is up: with no read queued but the batch's reads still
-                    // in flight (a reader with readahead in flight), the batch waits for their completions, which
-                    // bring the readers' next requests, instead of handing the disk to the waiting writes.
-                    return Decision::Nothing;
                 }
             }
         }
@@ -674,12 +671,17 @@ impl Scheduler for Anticipatory {
             }
         }
         if self.changed_batch && self.in_flight == 0 {
-            // The previous batch has fully completed: the new one starts now.
+            // The previous batch has fully completed: the new one starts now. On this path (the kernel's
+            // `as_completed_request`) the batch's expiry is set for either direction.
+            self.batch_expires = now.saturating_add(self.batch_expire(self.batch_dir));
             self.changed_batch_done(now);
         }
         if self.new_batch && self.batch_dir == dir_of(rq) {
-            // The first completion of a sync batch: adapt the write batch, start the read batch clock.
-            self.write.adapt(now, self.p.write_batch_expire);
+            // The first completion of a sync batch: adapt the write batch, start the read batch clock. The write
+            // batch's time is read the kernel's way (`update_write_batch`): from the batch expiry, which on the
+            // completion path above already holds the read batch's (see `WriteBatch::write_time`).
+            let write_time = batch::write_time(now, self.batch_expires, self.p.write_batch_expire);
+            self.write.adapt(write_time, self.p.write_batch_expire);
             self.batch_expires = now.saturating_add(self.p.read_batch_expire);
             self.new_batch = false;
         }
@@ -712,6 +714,15 @@ impl Anticipatory {
             self.write.started = now;
         } else {
             self.new_batch = true;
+        }
+    }
+
+    /// The length of a batch in direction `d`, ns (`batch_expire[d]` in the kernel).
+    fn batch_expire(&self, d: usize) -> Time {
+        if d == SYNC {
+            self.p.read_batch_expire
+        } else {
+            self.p.write_batch_expire
         }
     }
 }
