@@ -8,7 +8,7 @@ use thiserror::Error;
 pub enum DefaultValue {
     /// The same on every device.
     Fixed(i64),
-    /// Depends on the device (for example CFQ's `slice_idle` is 0 on non-rotational devices).
+    /// Depends on the device (for example mq-deadline's `async_depth`, the device's `nr_requests`).
     Device(fn(&DeviceInfo) -> i64, &'static str),
 }
 

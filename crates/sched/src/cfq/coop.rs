@@ -47,6 +47,14 @@ impl Cfq {
         best.map(|(_, q)| q)
     }
 
+    /// [`Cfq::setup_merge`] unless `cur` already has a merge pending: `cfq_select_queue` in 3.13 sets up a merge
+    /// with a close cooperator only when `cfqq->new_cfqq` is empty, so a pending merge is never replaced.
+    pub(super) fn setup_merge_unless_pending(&mut self, cur: u32, new: u32) {
+        if self.merge_target(cur).is_none() {
+            self.setup_merge(cur, new);
+        }
+    }
+
     /// Schedules a lazy merge of `cur` and `new`: the queue with fewer processes will hand them to the other at
     /// their next request.
     pub(super) fn setup_merge(&mut self, cur: u32, new: u32) {

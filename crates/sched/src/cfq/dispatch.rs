@@ -118,7 +118,7 @@ impl Cfq {
                 return Pick::Queue(a);
             }
             if let Some(c) = self.close_cooperator(a) {
-                self.setup_merge(a, c);
+                self.setup_merge_unless_pending(a, c);
                 self.expire(now, false);
                 return self.new_queue(now, Some(c));
             }
@@ -513,11 +513,13 @@ impl Cfq {
                 _ => now_key.saturating_add(IDLE_DELAY as i64),
             }
         } else if !front {
-            // Queues of higher priority get a smaller offset, so they come around sooner.
-            // Not a decrement: the number of the group's other busy queues (none when this is its only one).
-            let others = u64::from(self.groups[g].nr_cfqq.saturating_sub(1));
+            // Queues of higher priority get a smaller offset, so they come around sooner. The kernel's
+            // `cfq_slice_offset` computes (nr_cfqq - 1) x gap in signed arithmetic before the new queue is counted
+            // in nr_cfqq, so the first queue of an idle group gets a negative offset (-gap: 80 ms for a sync queue
+            // of priority 4), and the second none.
+            let others = i64::from(self.groups[g].nr_cfqq) - 1;
             let gap = prio_slice(&self.p, true, 0).saturating_sub(prio_slice(&self.p, queue.sync, queue.prio));
-            let offset = i64::try_from(others.saturating_mul(gap)).unwrap_or(i64::MAX);
+            let offset = others.saturating_mul(i64::try_from(gap).unwrap_or(i64::MAX));
             now_key.saturating_add(offset).saturating_sub(queue.slice_resid)
         } else {
             st.first().map_or(now_key, |(k, _)| k).saturating_sub(PREEMPT_KEY_LEAD)
@@ -635,8 +637,8 @@ impl Cfq {
     /// Arms the idle timer for the emptied active queue, with `slice_idle`, or `group_idle` for the last queue
     /// of a group that should not idle itself.
     fn arm_idle_timer(&mut self, q: u32, now: Time) {
-        if !self.rotational && self.ncq.on() {
-            // No seek to save on a queueing SSD.
+        if !self.rotational && self.ncq.on() && self.p.group_idle == 0 {
+            // No seek to save on a queueing SSD; 3.13 skips idling there only when group idling is off too.
             return;
         }
         let mut group_idle = false;
@@ -659,12 +661,11 @@ impl Cfq {
         if ctx.ttime.valid() && left < ctx.ttime.mean {
             return;
         }
+        // Group idling only for the group's last queue. 3.13 has no think-time condition here (a group think-time
+        // test came with 4.6, "Don't group_idle if cfqq has big thinktime").
         let grp = &self.groups[queue.group as usize];
-        if group_idle {
-            let tree = queue.pos.map_or(tree_index(queue.class, queue.workload()), |p| p.tree);
-            if grp.nr_cfqq > 1 || grp.trees[tree].ttime.big(self.p.group_idle) {
-                return;
-            }
+        if group_idle && grp.nr_cfqq > 1 {
+            return;
         }
         let wait = if group_idle {
             self.p.group_idle

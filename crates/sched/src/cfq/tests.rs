@@ -282,11 +282,13 @@ fn idles_8ms_after_a_sync_queue_empties_on_a_disk() {
     assert!(sim.waits > 0);
 }
 
-// On a non-rotational device with command queueing there is no seek to save: slice_idle defaults to 0, and even
-// when set to 8 ms CFQ does not idle there. Reader 2 is served right away and CFQ never answers WaitUntil.
+// On a non-rotational device with command queueing, 3.13's `cfq_should_idle` ignores a queue's idle window (no
+// seek to save); only the last queue of a service tree is idled for. Reader 2 shares reader 1's tree, so when
+// reader 1's queue empties CFQ serves reader 2 right away and never answers WaitUntil, with the 3.13 default
+// slice_idle of 8 ms on flash and with group idling off as well.
 #[test]
 fn no_idling_on_a_non_rotational_ncq_device() {
-    for tunables in [&[][..], &["slice_idle=8"][..]] {
+    for tunables in [&[][..], &["group_idle=0"][..]] {
         let mut a = Reader::new(1, 0);
         a.max_requests = 5;
         let mut sim = Sim::new(
@@ -563,11 +565,11 @@ fn sync_preempts_async() {
 
 // IOPS mode (slice_idle=0 on a queueing SSD): groups are charged by dispatches, not time. The root group (weight
 // 1000) reads 2 ms requests in the inner zone, a child group (500) 1 ms requests in the outer zone, both deep.
-// In IOPS mode the root gets about twice the child's requests (so four times its time); in time mode
-// (slice_idle=8: no idling on the SSD, but no IOPS mode either) about twice its time, hence equal requests.
+// In IOPS mode the root gets about twice the child's requests (so four times its time); in time mode (3.13's
+// default slice_idle of 8 ms: no IOPS mode) about twice its time, hence equal requests.
 #[test]
 fn iops_mode_charges_groups_by_dispatches() {
-    for (tunables, iops) in [(&[][..], true), (&["slice_idle=8"][..], false)] {
+    for (tunables, iops) in [(&["slice_idle=0"][..], true), (&[][..], false)] {
         // Deeper than the device (32 tags), so the queues never empty and the groups stay busy.
         // (A gap between requests keeps them from merging.)
         let mut root = Reader::new(1, INNER_ZONE);
@@ -726,4 +728,83 @@ fn sync_noidle_tree_idles_only_for_its_last_queue() {
         sim.run(600 * MS);
         assert_eq!(sim.waits > before, expect_idle, "{n} seeky readers");
     }
+}
+
+// 3.13 keeps group idling on a queueing SSD: with group_idle at its default of 8 ms (slice_idle 0, so no queue
+// idling), when the last queue of a group empties while another group's reader waits, CFQ waits for the group
+// (WaitUntil) instead of switching groups at once; with group_idle=0 as well, it switches at once. (Later kernels
+// set slice_idle to 0 on flash; group_idle stayed 8.)
+#[test]
+fn group_idle_still_arms_on_a_queueing_ssd() {
+    let run = |tunables: &[&str]| {
+        let mut a = Reader::new(1, 0);
+        a.max_requests = 5;
+        let mut sim = Sim::new(
+            &DeviceInfo::ssd(),
+            tunables,
+            32,
+            flat_1ms,
+            vec![a, Reader::new(2, 500_000_000)],
+        );
+        sim.start_flow(FlowInfo::new(FlowId(2)).with_group(GroupId(1)));
+        sim.run(200 * MS);
+        sim.waits
+    };
+    assert!(run(&["slice_idle=0"]) > 0, "group idle arms on flash in 3.13");
+    assert_eq!(run(&["slice_idle=0", "group_idle=0"]), 0);
+}
+
+// The slice offset of `cfq_slice_offset` is signed in 3.13: a queue added to an idle group, counted before
+// nr_cfqq includes it, gets (0 - 1) x (slice(sync, prio 0) - slice(sync, prio 4)) = -80 ms; the next queue of the
+// group gets 0 x 80 ms. So the first key is 80 ms before `now`, the second at `now`.
+#[test]
+fn the_first_queue_of_an_idle_group_gets_a_negative_slice_offset() {
+    let dev = DeviceInfo::hdd();
+    let mut c = Cfq::new(&dev, Params::defaults(&dev));
+    for f in [1, 2] {
+        c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+    }
+    let now = 10 * SEC;
+    c.insert(Request::new(RequestId(1), FlowId(1), Direction::Read, true, 0, 8), now);
+    c.insert(
+        Request::new(RequestId(2), FlowId(2), Direction::Read, true, 1 << 30, 8),
+        now,
+    );
+    let key = |f: u32| {
+        let q = c.flows[&FlowId(f)].sync_q.expect("a sync queue");
+        c.queues[q as usize].pos.expect("on a tree").key
+    };
+    let now_key = i64::try_from(now).unwrap();
+    assert_eq!(key(1), now_key - 80 * MS as i64);
+    assert_eq!(key(2), now_key);
+}
+
+// A queue with a merge pending keeps it: a new close cooperator does not replace the pending merge (3.13's
+// `cfq_select_queue` calls `cfq_setup_merge` only when `new_cfqq` is empty).
+#[test]
+fn a_pending_merge_is_not_replaced_by_a_new_cooperator() {
+    let dev = DeviceInfo::hdd();
+    let mut c = Cfq::new(&dev, Params::defaults(&dev));
+    for f in 1..=3 {
+        c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        c.insert(
+            Request::new(
+                RequestId(u64::from(f)),
+                FlowId(f),
+                Direction::Read,
+                true,
+                u64::from(f) << 20,
+                8,
+            ),
+            0,
+        );
+    }
+    let q = |c: &Cfq, f: u32| c.flows[&FlowId(f)].sync_q.expect("a sync queue");
+    let (a, x, y) = (q(&c, 1), q(&c, 2), q(&c, 3));
+    c.setup_merge_unless_pending(a, x);
+    let first = c.merge_target(a).or(c.merge_target(x));
+    assert!(first.is_some(), "a merge of queues 1 and 2 is pending");
+    c.setup_merge_unless_pending(a, y);
+    assert_eq!(c.merge_target(a).or(c.merge_target(x)), first, "still the first merge");
+    assert_eq!(c.merge_target(y), None, "queue 3 is not drawn in");
 }

@@ -5,23 +5,15 @@ use crate::device::DeviceInfo;
 use crate::tunables::{DefaultValue, TunableSpec, TunableValues};
 use crate::types::{Time, MS};
 
-/// Default of `slice_idle` and `group_idle` on a rotational device, in ms: long enough to catch the next request of
-/// a process that thinks briefly between reads, short against a seek plus rotation (about 8-12 ms).
-pub const DEFAULT_IDLE_MS_ROTATIONAL: i64 = 8;
+/// Default of `slice_idle` and `group_idle`, in ms, on every device (`HZ / 125` in 3.13's `cfq-iosched.c`): long
+/// enough to catch the next request of a process that thinks briefly between reads, short against a seek plus
+/// rotation (about 8-12 ms). Linux 3.13, the kernel seed 004 ran, keeps it on non-rotational devices too; only
+/// from about 4.8 was `slice_idle` forced to 0 on them (`group_idle` never was).
+pub const DEFAULT_IDLE_MS: i64 = 8;
 
 /// Largest accepted `slice_idle` / `group_idle`, in ms. The kernel accepts any value; we bound it so an idle wait
 /// always stays within the driver's one-second `WaitUntil` horizon.
 pub const MAX_IDLE_MS: i64 = 1000;
-
-fn idle_default(dev: &DeviceInfo) -> i64 {
-    // On a non-rotational device there is no seek to save, so idling only costs throughput: the kernel forces it
-    // off when the queue is registered.
-    if dev.rotational {
-        DEFAULT_IDLE_MS_ROTATIONAL
-    } else {
-        0
-    }
-}
 
 /// CFQ's tunables, named as in sysfs, in sysfs units.
 pub static TUNABLES: [TunableSpec; 12] = [
@@ -91,7 +83,7 @@ pub static TUNABLES: [TunableSpec; 12] = [
     ),
     TunableSpec {
         name: "slice_idle",
-        default: DefaultValue::Device(idle_default, "8 (0 on non-rotational devices)"),
+        default: DefaultValue::Fixed(DEFAULT_IDLE_MS),
         min: 0,
         max: MAX_IDLE_MS,
         unit: "ms",
@@ -100,7 +92,7 @@ pub static TUNABLES: [TunableSpec; 12] = [
     },
     TunableSpec {
         name: "group_idle",
-        default: DefaultValue::Device(idle_default, "8 (0 on non-rotational devices)"),
+        default: DefaultValue::Fixed(DEFAULT_IDLE_MS),
         min: 0,
         max: MAX_IDLE_MS,
         unit: "ms",
@@ -185,8 +177,8 @@ impl Params {
                 back_seek_penalty: 2,
                 slice: [40 * MS, 100 * MS],
                 slice_async_rq: 2,
-                slice_idle: ms(idle_default(dev)),
-                group_idle: ms(idle_default(dev)),
+                slice_idle: ms(DEFAULT_IDLE_MS),
+                group_idle: ms(DEFAULT_IDLE_MS),
                 low_latency: true,
                 target_latency: 300 * MS,
             },
@@ -198,7 +190,7 @@ impl Params {
 mod tests {
     use super::*;
 
-    // The documented defaults, and the device-dependent idle default (0 on non-rotational devices).
+    // The documented defaults of 3.13, where slice_idle and group_idle are 8 ms on non-rotational devices too.
     #[test]
     fn defaults_match_the_kernel() {
         let p = Params::defaults(&DeviceInfo::hdd());
@@ -212,6 +204,10 @@ mod tests {
         assert!(p.low_latency);
         assert_eq!(p.target_latency, 300 * MS);
         let s = Params::defaults(&DeviceInfo::ssd());
-        assert_eq!((s.slice_idle, s.group_idle), (0, 0));
+        assert_eq!(
+            (s.slice_idle, s.group_idle),
+            (8 * MS, 8 * MS),
+            "3.13 keeps idling on flash"
+        );
     }
 }
