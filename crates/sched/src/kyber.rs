@@ -4,7 +4,8 @@
 //! Requests wait in one FIFO per scheduling domain (READ, WRITE, DISCARD, OTHER). Sending one to the device takes a
 //! token of its domain; a domain's tokens (device-wide) are its current queue depth. Domains are served round-robin,
 //! in batches. On completion, each request's total latency (since insert) and I/O latency (since dispatch) go into
-//! per-domain histograms; a timer 100 ms after completions turns them into percentiles and rescales the depths: when
+//! per-domain histograms (with one latency timeout per domain, shared by both); a timer 100 ms after completions
+//! turns them into percentiles and rescales the depths: when
 //! the device looks congested (some domain's p90 I/O latency misses its target) the domains meeting their target
 //! are throttled, and domains missing their target get more depth.
 //!
@@ -84,8 +85,9 @@ pub const TIMER_DELAY: Time = 100 * MS;
 /// Samples after which a percentile is computed at the next timer run (500): enough for a stable p99.
 pub const MIN_SAMPLES: u32 = 500;
 
-/// Time after a histogram's first sample after which its percentile is computed even with fewer samples, ns (1 s):
-/// a lightly loaded domain still gets adjusted.
+/// How long after the first timer evaluation that finds samples a domain's percentiles are computed even with fewer
+/// than 500 samples, ns (1 s, the kernel's `latency_timeout = jiffies + HZ`): a lightly loaded domain still gets
+/// adjusted.
 pub const SAMPLE_WINDOW: Time = SEC;
 
 /// Share of scheduler tags async requests may hold, percent (75): keeps tags free for sync requests.
@@ -142,29 +144,34 @@ pub fn bucket(latency: Time, target: Time) -> usize {
 pub struct Histogram {
     /// Sample counts per bucket.
     pub buckets: [u32; BUCKETS],
-    /// Time of the first sample since the histogram was last consumed, ns.
-    pub first_sample: Option<Time>,
 }
 
 impl Histogram {
-    fn add(&mut self, latency: Time, target: Time, now: Time) {
+    fn add(&mut self, latency: Time, target: Time) {
         if let Some(c) = self.buckets.get_mut(bucket(latency, target)) {
             *c = c.saturating_add(1);
         }
-        self.first_sample.get_or_insert(now);
     }
 
-    /// The bucket holding the `p`-th percentile, once there are enough samples (500, or 1 s since the first); the
-    /// histogram is then cleared. `None` while there is not enough data.
-    fn percentile(&mut self, p: u32, now: Time) -> Option<u8> {
+    /// The bucket holding the `p`-th percentile, once there are enough samples; the histogram is then cleared.
+    /// `None` while there is not enough data.
+    ///
+    /// "Enough" follows the kernel's `calculate_percentile`: 500 samples, or the domain's latency timeout has
+    /// passed. `timeout` is that timeout, one per domain and shared by the domain's two histograms (I/O and total
+    /// latency): the first evaluation that finds samples arms it one second ahead, and any computation (of either
+    /// histogram) disarms it. So after the I/O histogram is computed at the timeout, the total-latency histogram's
+    /// evaluation in the same timer run re-arms it and waits: at low IOPS the p99 that sets the depth is recomputed
+    /// only every 500 completions.
+    fn percentile(&mut self, p: u32, now: Time, timeout: &mut Option<Time>) -> Option<u8> {
         let total: u64 = self.buckets.iter().map(|&c| u64::from(c)).sum();
-        let first = self.first_sample?;
         if total == 0 {
             return None;
         }
-        if total < u64::from(MIN_SAMPLES) && now < first.saturating_add(SAMPLE_WINDOW) {
+        let deadline = *timeout.get_or_insert(now.saturating_add(SAMPLE_WINDOW));
+        if total < u64::from(MIN_SAMPLES) && now < deadline {
             return None;
         }
+        *timeout = None;
         let mut rank = (total * u64::from(p)).div_ceil(100);
         let mut found = BUCKETS - 1;
         for (b, &c) in self.buckets.iter().enumerate().take(BUCKETS - 1) {
@@ -213,6 +220,9 @@ pub struct Kyber {
     in_flight: IntMap<u64, Dispatched>,
     /// [domain][TOTAL or IO] latency histograms.
     hist: [[Histogram; 2]; LATENCY_DOMAINS],
+    /// Per domain, the time after which a percentile is computed with fewer than 500 samples (the kernel's
+    /// `latency_timeout`, shared by the domain's two histograms); `None` when disarmed.
+    latency_timeout: [Option<Time>; LATENCY_DOMAINS],
     /// Last p99 total-latency bucket per domain, kept for the next congested timer run.
     remembered_p99: [Option<u8>; LATENCY_DOMAINS],
     /// When the depth timer expires, ns.
@@ -236,6 +246,7 @@ impl Kyber {
             batching: 0,
             in_flight: IntMap::default(),
             hist: Default::default(),
+            latency_timeout: [None; LATENCY_DOMAINS],
             remembered_p99: [None; LATENCY_DOMAINS],
             timer: None,
         }
@@ -272,9 +283,9 @@ impl Kyber {
     /// The timer: congestion from p90 I/O latency, then depth rescaling from p99 total latency.
     fn adjust_depths(&mut self, now: Time) {
         let mut congested = false;
-        for h in &mut self.hist {
+        for (h, timeout) in self.hist.iter_mut().zip(self.latency_timeout.iter_mut()) {
             if h[IO]
-                .percentile(CONGESTION_PERCENTILE, now)
+                .percentile(CONGESTION_PERCENTILE, now, timeout)
                 .is_some_and(|b| b >= GOOD_BUCKETS)
             {
                 congested = true;
@@ -283,10 +294,11 @@ impl Kyber {
         let domains = self
             .hist
             .iter_mut()
+            .zip(self.latency_timeout.iter_mut())
             .zip(self.remembered_p99.iter_mut())
             .zip(self.depth.iter_mut().zip(MAX_DEPTH));
-        for ((h, remembered), (depth, max)) in domains {
-            let mut p99 = h[TOTAL].percentile(DEPTH_PERCENTILE, now);
+        for (((h, timeout), remembered), (depth, max)) in domains {
+            let mut p99 = h[TOTAL].percentile(DEPTH_PERCENTILE, now, timeout);
             // Domains reach enough samples at different times: keep the last p99 for the next congestion, and once
             // used under congestion, forget it so the domain is not throttled twice on the same data.
             if congested {
@@ -397,8 +409,8 @@ impl Scheduler for Kyber {
             crate::counter::dec(u, "kyber in_use[domain]");
         }
         if let (Some(h), Some(&target)) = (self.hist.get_mut(f.domain), self.target.get(f.domain)) {
-            h[TOTAL].add(now.saturating_sub(f.inserted), target, now);
-            h[IO].add(now.saturating_sub(f.dispatched), target, now);
+            h[TOTAL].add(now.saturating_sub(f.inserted), target);
+            h[IO].add(now.saturating_sub(f.dispatched), target);
             let t = now.saturating_add(TIMER_DELAY);
             self.timer = Some(self.timer.map_or(t, |old| old.min(t)));
         }
@@ -486,20 +498,49 @@ mod tests {
     }
 
     #[test]
-    fn percentile_needs_500_samples_or_one_second() {
-        // 499 samples 0.5 s after the first: not yet; the 500th: computed, and the histogram is consumed.
+    fn percentile_needs_500_samples_or_the_domain_timeout() {
+        // 499 samples: the first evaluation arms the timeout (1 s ahead) and waits; the 500th sample: computed, the
+        // histogram consumed and the timeout disarmed.
+        let mut timeout = None;
         let mut h = Histogram::default();
         for _ in 0..499 {
-            h.add(MS, 2 * MS, 0);
+            h.add(MS, 2 * MS);
         }
-        assert_eq!(h.percentile(99, SEC / 2), None);
-        h.add(3 * MS, 2 * MS, 0);
-        assert_eq!(h.percentile(99, SEC / 2), Some(1));
+        assert_eq!(h.percentile(99, SEC / 2, &mut timeout), None);
+        assert_eq!(timeout, Some(SEC / 2 + SEC));
+        h.add(3 * MS, 2 * MS);
+        assert_eq!(h.percentile(99, SEC / 2, &mut timeout), Some(1));
         assert_eq!(h.buckets.iter().sum::<u32>(), 0);
-        // A few samples are enough one second after the first.
-        h.add(3 * MS, 2 * MS, 10 * SEC);
-        assert_eq!(h.percentile(99, 10 * SEC + SEC - 1), None);
-        assert_eq!(h.percentile(99, 11 * SEC), Some(5));
+        assert_eq!(timeout, None);
+        // A few samples are enough once the timeout, armed at the first evaluation that found them, has passed.
+        h.add(3 * MS, 2 * MS);
+        assert_eq!(h.percentile(99, 10 * SEC, &mut timeout), None);
+        assert_eq!(h.percentile(99, 11 * SEC - 1, &mut timeout), None);
+        assert_eq!(h.percentile(99, 11 * SEC, &mut timeout), Some(5));
+    }
+
+    #[test]
+    fn the_latency_timeout_is_shared_by_a_domains_two_histograms() {
+        // A domain at low IOPS: 10 completions, so both histograms hold 10 samples. When the timeout passes, the I/O
+        // histogram (evaluated first in a timer run) is computed and disarms the shared timeout; the total-latency
+        // histogram's evaluation right after re-arms it and waits another second. With a timeout per histogram
+        // both would be computed in that run.
+        let mut timeout = None;
+        let (mut io, mut total) = (Histogram::default(), Histogram::default());
+        for _ in 0..10 {
+            io.add(MS, 2 * MS);
+            total.add(MS, 2 * MS);
+        }
+        assert_eq!(io.percentile(90, 0, &mut timeout), None);
+        assert_eq!(total.percentile(99, 0, &mut timeout), None);
+        assert_eq!(io.percentile(90, SEC, &mut timeout), Some(1));
+        assert_eq!(
+            total.percentile(99, SEC, &mut timeout),
+            None,
+            "re-armed by the I/O computation"
+        );
+        assert_eq!(timeout, Some(2 * SEC));
+        assert_eq!(total.percentile(99, 2 * SEC, &mut timeout), Some(1));
     }
 
     /// Every 10 ms a read and a write are inserted, dispatched at once, the write completes after `write_lat` and
@@ -526,14 +567,17 @@ mod tests {
     #[test]
     fn shrinks_write_depth_when_reads_miss_their_target() {
         // Reads take 5 ms on the device against a 2 ms target: p90 I/O latency in bucket 7, so the device is
-        // congested. Writes meet their 10 ms target (1 ms, bucket 0): their depth is scaled by (0+1)/4 at each
-        // adjustment (once per second of samples; 1.5 s of load gives one): 128 -> 32 -> 8 -> 2 -> 1. Reads miss their
-        // target, so their depth would double, capped at 256.
+        // congested (computed once per second: the domain's latency timeout). Writes meet their 10 ms target (1 ms,
+        // bucket 0): each time their p99 total latency is known under congestion their depth is scaled by
+        // (0+1)/4: 128 -> 32 -> 8 -> 2 -> 1. At 100 completions a second the p99 needs 500 samples (the shared
+        // timeout is re-armed by the I/O computation just before it), so 5 s per step: nothing after 1.5 s, one
+        // step by 7.5 s, all four by 30 s. Reads miss their target, so their depth would double, capped at 256.
         let mut k = kyber();
         let t = load(&mut k, 0, 150, 5 * MS, MS);
+        assert_eq!(k.depth(Domain::Write), 128, "no p99 before 500 samples");
+        let t = load(&mut k, t, 600, 5 * MS, MS);
         assert_eq!(k.depth(Domain::Write), 32);
-        assert_eq!(k.depth(Domain::Read), 256);
-        load(&mut k, t, 500, 5 * MS, MS);
+        load(&mut k, t, 2250, 5 * MS, MS);
         assert_eq!(k.depth(Domain::Write), 1);
         assert_eq!(k.depth(Domain::Read), 256);
     }
@@ -550,12 +594,13 @@ mod tests {
     fn grows_a_throttled_domain_back_when_it_misses_its_target() {
         // Writes throttled to depth 8 wait 30 ms in the scheduler before a 1 ms service: their total latency (31 ms)
         // misses the 10 ms target (bucket 7) while reads are fast and the device is not congested (I/O latencies
-        // good). Kyber eases the throttling: depth * (7+1)/4, doubling per adjustment up to the maximum, 128.
+        // good). Kyber eases the throttling: depth * (7+1)/4, doubling per adjustment up to the maximum, 128. At 25
+        // completions a second each adjustment waits for 500 samples (20 s): four of them in 104 s.
         let mut k = kyber();
         k.depth[Domain::Write.index()] = 8;
         let mut t = 0;
         let mut seen = vec![8];
-        for i in 0..600u64 {
+        for i in 0..2600u64 {
             k.insert(rq(2 * i, Direction::Read), t);
             let r = dispatched(&mut k, t);
             assert_eq!(r.dir, Direction::Read);
