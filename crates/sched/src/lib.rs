@@ -21,6 +21,7 @@ pub mod deadline;
 pub mod device;
 pub mod driver;
 pub mod kyber;
+pub mod legacy_alloc;
 pub mod merge;
 pub mod mq_deadline;
 pub mod noop;

@@ -45,6 +45,13 @@ pub trait Scheduler: Send {
         false
     }
 
+    /// Asked at every request allocation of `flow` (`sync` or not) in a legacy pool (`elv_may_queue`): true exempts
+    /// it from a full pool (`ELV_MQUEUE_MUST`). CFQ answers true, once per slice, for the active queue it is idling
+    /// for, so the process it waits for is not blocked by a full pool; the other policies never exempt.
+    fn may_queue_must(&mut self, _flow: FlowId, _sync: bool) -> bool {
+        false
+    }
+
     /// Checks the policy's internal invariants (counters against the structures they count, tree orderings,
     /// weight sums) and returns the first violation found. The conformance checker calls it after every call it
     /// makes, the simulator after every step in debug builds. A policy with nothing to check keeps the default.

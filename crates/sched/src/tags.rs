@@ -15,8 +15,9 @@
 //! waiting requests and asks the pool, in its own order, whether the head of a queue may have a tag.
 
 use crate::counter;
+use crate::legacy_alloc::{LegacyAlloc, BLKDEV_MAX_RQ};
 use crate::scheduler::Scheduler;
-use crate::types::Direction;
+use crate::types::{Direction, FlowId, Time};
 
 /// The allocation class of a request: the tags of each class are counted separately, because the policy limits
 /// them separately.
@@ -73,6 +74,11 @@ pub struct TagPool {
     separate_sync_pool: bool,
     /// Tags held, per class (requests inserted and not yet completed).
     allocated: [u32; 3],
+    /// The legacy block layer's allocation rules (batching, the 3/2 cap, congestion), for separate pools built
+    /// with [`TagPool::legacy_for`].
+    legacy: Option<LegacyAlloc>,
+    /// The most tags the pool of each class has held at once (sync pool for both sync classes).
+    peak: [u32; 3],
 }
 
 impl TagPool {
@@ -82,12 +88,79 @@ impl TagPool {
             nr_requests: nr_requests.max(1),
             separate_sync_pool,
             allocated: [0; 3],
+            legacy: None,
+            peak: [0; 3],
         }
     }
 
     /// An empty pool of `nr_requests` tags laid out as `policy` asks ([`Scheduler::separate_sync_pool`]).
     pub fn for_policy(policy: &dyn Scheduler, nr_requests: u32) -> Self {
         TagPool::new(nr_requests, policy.separate_sync_pool())
+    }
+
+    /// The pools of a legacy queue as Linux 3.13 allocates requests ([`crate::legacy_alloc`]): a sync and an
+    /// async pool of `BLKDEV_MAX_RQ` (128) each, whatever the device's blk-mq `nr_requests`, with batching, the
+    /// 3/2 hard cap and congestion; for a blk-mq policy, [`TagPool::for_policy`].
+    pub fn legacy_for(policy: &dyn Scheduler, nr_requests: u32) -> Self {
+        if policy.separate_sync_pool() {
+            TagPool {
+                legacy: Some(LegacyAlloc::default()),
+                ..TagPool::new(BLKDEV_MAX_RQ, true)
+            }
+        } else {
+            TagPool::for_policy(policy, nr_requests)
+        }
+    }
+
+    /// Whether the 3.13 legacy allocation rules apply.
+    pub fn is_legacy(&self) -> bool {
+        self.legacy.is_some()
+    }
+
+    /// Whether reads are congested (legacy pools: the sync pool reached 7/8 of `nr_requests`); asynchronous
+    /// readahead is skipped on a read-congested queue (`page_cache_async_readahead`). Never with blk-mq pools.
+    pub fn read_congested(&self) -> bool {
+        self.legacy.as_ref().is_some_and(|l| l.pools[1].congested)
+    }
+
+    /// Takes a tag for a request of `class` from task `flow` at `now`, if the rules allow: [`TagPool::can_allocate`]
+    /// for blk-mq pools; the 3.13 rules for legacy pools, with `must` the elevator's exemption (CFQ's
+    /// `ELV_MQUEUE_MUST`, [`Scheduler::may_queue_must`]).
+    pub fn try_allocate_for(&mut self, class: TagClass, flow: FlowId, now: Time, policy: &mut dyn Scheduler) -> bool {
+        let nr = self.nr_requests;
+        let count = self.pool_used(class);
+        let Some(legacy) = self.legacy.as_mut() else {
+            return self.try_allocate(class, policy);
+        };
+        // Asked at every allocation, as `__get_request` calls `elv_may_queue` (for CFQ the exemption is used up by
+        // the first ask of a slice).
+        let must = policy.may_queue_must(flow, class.is_sync());
+        let ok = legacy.try_allocate(class.is_sync(), count, nr, flow, now, must);
+        if ok {
+            self.allocated[class.index()] += 1;
+            self.note_peak(class);
+        }
+        ok
+    }
+
+    /// A task that waited for a tag of `class` is woken (legacy pools, when the pool is below `nr_requests`): it
+    /// becomes a batcher (`ioc_set_batching` after `io_schedule` in `get_request`). Returns whether it was woken.
+    pub fn wake_waiter(&mut self, class: TagClass, flow: FlowId, now: Time) -> bool {
+        let below = self.pool_used(class) < self.nr_requests;
+        match self.legacy.as_mut() {
+            Some(l) if below => {
+                l.set_batching(flow, now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets what the pools remember of an exited task (its batching allowance).
+    pub fn forget(&mut self, flow: FlowId) {
+        if let Some(l) = self.legacy.as_mut() {
+            l.forget(flow);
+        }
     }
 
     /// Tags per pool (at least 1).
@@ -108,6 +181,17 @@ impl TagPool {
     /// Tags held by all classes.
     pub fn total(&self) -> u32 {
         self.allocated.iter().sum()
+    }
+
+    /// The most tags the pool that `class` draws from has held at once.
+    pub fn peak(&self, class: TagClass) -> u32 {
+        self.peak[class.index()]
+    }
+
+    fn note_peak(&mut self, class: TagClass) {
+        let used = self.pool_used(class);
+        let p = &mut self.peak[class.index()];
+        *p = (*p).max(used);
     }
 
     /// Tags in use in the pool `class` draws from.
@@ -146,6 +230,7 @@ impl TagPool {
         let ok = self.can_allocate(class, policy);
         if ok {
             self.allocated[class.index()] += 1;
+            self.note_peak(class);
         }
         ok
     }
@@ -154,6 +239,7 @@ impl TagPool {
     /// [`TagPool::can_allocate`].
     pub fn allocate(&mut self, class: TagClass) {
         self.allocated[class.index()] += 1;
+        self.note_peak(class);
     }
 
     /// Returns the tag of a completed request of `class`.
@@ -168,6 +254,10 @@ impl TagPool {
             TagClass::Async => "async tags",
         };
         counter::dec(&mut self.allocated[class.index()], what);
+        let (count, nr) = (self.pool_used(class), self.nr_requests);
+        if let Some(l) = self.legacy.as_mut() {
+            l.freed(class.is_sync(), count, nr);
+        }
     }
 }
 

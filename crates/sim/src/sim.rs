@@ -192,7 +192,9 @@ impl Simulation {
     /// A simulation of `device` scheduled by `policy`.
     pub fn new(device: Box<dyn Device>, policy: Box<dyn Scheduler>, host: HostConfig, seed: u64) -> Self {
         let info = device.info();
-        let tags = TagPool::for_policy(policy.as_ref(), info.nr_requests);
+        // Legacy elevators allocate requests by 3.13's rules (two pools of 128, batching, congestion); blk-mq
+        // policies from the device's tag set.
+        let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
@@ -291,6 +293,11 @@ impl Simulation {
     /// Measurements so far.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The scheduler tags (request pools), for inspection.
+    pub fn tags(&self) -> &TagPool {
+        &self.tags
     }
 
     /// Page cache state, for inspection.
@@ -525,6 +532,7 @@ impl Simulation {
             p.wake_gen += 1;
             let flow = p.flow;
             self.timed(|d, now| d.flow_exited(flow, now));
+            self.tags.forget(flow);
         }
         self.pump();
     }
@@ -716,8 +724,10 @@ impl Simulation {
                 &mut runs,
             );
         }
-        // Touching the marker page of the current window starts the next window asynchronously.
-        if let Some(m) = marker {
+        // Touching the marker page of the current window starts the next window asynchronously, unless reads are
+        // congested (legacy queues: `page_cache_async_readahead` defers it; the next window is then read on the
+        // miss).
+        if let Some(m) = marker.filter(|_| !self.tags.read_congested()) {
             if (p0..p1).contains(&m) && first_missing.is_none_or(|miss| m < miss) {
                 let w = ra.on_marker(max_ra);
                 self.cache.start_read(file, w.start, w.len, &mut runs);
@@ -829,33 +839,44 @@ impl Simulation {
     /// Allocates a scheduler tag for request `id` and inserts it, or queues it until a tag is free.
     fn submit(&mut self, id: ReqKey) {
         let Some(r) = self.reqs.get(id) else { return };
-        let class = r.tag_class();
-        if self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
+        let (class, flow) = (r.tag_class(), r.flow);
+        if self.tag_wait[class.index()].is_empty() && self.try_allocate(class, flow) {
             self.insert(id);
         } else {
             self.tag_wait[class.index()].push_back(id);
         }
     }
 
-    fn can_allocate(&self, class: TagClass) -> bool {
-        self.tags.can_allocate(class, self.driver.policy())
+    /// Takes a tag for a request of `class` from `flow`, if the pool's rules allow.
+    fn try_allocate(&mut self, class: TagClass, flow: FlowId) -> bool {
+        let now = self.now;
+        self.tags.try_allocate_for(class, flow, now, self.driver.policy_mut())
     }
 
+    /// Inserts block request `id`, which holds a tag, into the policy.
     fn insert(&mut self, id: ReqKey) {
         let rid = Self::request_id(id);
         let Some(r) = self.reqs.get(id) else { return };
-        let class = r.tag_class();
         let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
-        self.tags.allocate(class);
         self.timed(|d, now| d.insert(rq, now));
     }
 
+    /// Admits waiting requests in arrival order per class. With legacy pools the head waiter is woken once its
+    /// pool is below `nr_requests` and becomes a batcher (3.13's `get_request`), so it allocates past a full pool.
     fn admit_waiting(&mut self) {
         for class in TagClass::ALL {
-            while !self.tag_wait[class.index()].is_empty() && self.can_allocate(class) {
-                if let Some(id) = self.tag_wait[class.index()].pop_front() {
-                    self.insert(id);
+            while let Some(&id) = self.tag_wait[class.index()].front() {
+                let Some(flow) = self.reqs.get(id).map(|r| r.flow) else {
+                    self.tag_wait[class.index()].pop_front();
+                    continue;
+                };
+                let ok = self.try_allocate(class, flow)
+                    || (self.tags.wake_waiter(class, flow, self.now) && self.try_allocate(class, flow));
+                if !ok {
+                    break;
                 }
+                self.tag_wait[class.index()].pop_front();
+                self.insert(id);
             }
         }
     }
@@ -1010,19 +1031,29 @@ impl Simulation {
     /// it cannot allocate a request, so it keeps at most as many requests outstanding as the policy lets async
     /// writes allocate.
     fn flush(&mut self) {
+        // blk-mq: the policy's async depth limit. Legacy pools: no fixed limit; the flusher blocks when one of its
+        // requests has to wait for the async pool (3.13's `get_request` sleeps), so it holds what the pool's
+        // rules give it, up to 3/2 x 128 while it batches.
         let nr = self.info.nr_requests.max(1);
-        let limit = self
-            .driver
-            .policy()
-            .depth_limit(Direction::Write, false, nr)
-            .clamp(1, nr);
+        let limit = if self.tags.is_legacy() {
+            u32::MAX
+        } else {
+            self.driver
+                .policy()
+                .depth_limit(Direction::Write, false, nr)
+                .clamp(1, nr)
+        };
+        let legacy = self.tags.is_legacy();
         let nfiles = self.cache.files();
         if nfiles == 0 {
             return;
         }
         let max_req_pages = u64::from(self.info.max_sectors) / PAGE_SECTORS;
         let mut idle_files = 0;
-        while self.flusher.outstanding < limit && idle_files < nfiles {
+        while self.flusher.outstanding < limit
+            && idle_files < nfiles
+            && (!legacy || self.tag_wait[TagClass::Async.index()].is_empty())
+        {
             let background = self.cache.dirty_pages() > self.dirty_background_pages();
             let f = self.flusher.cursor_file % nfiles;
             let expired = self

@@ -517,6 +517,20 @@ impl Scheduler for Cfq {
         true
     }
 
+    /// `cfq_may_queue`: the process's queue (an existing one: sync, or none for async requests, whose shared
+    /// queues are never idled for) that CFQ is idling for may allocate past a full pool, once per slot.
+    fn may_queue_must(&mut self, flow: FlowId, sync: bool) -> bool {
+        let Some(q) = sync.then(|| self.flows.get(&flow).and_then(|c| c.sync_q)).flatten() else {
+            return false;
+        };
+        let queue = &mut self.queues[q as usize];
+        if queue.wait_request && !queue.must_alloc_slice {
+            queue.must_alloc_slice = true;
+            return true;
+        }
+        false
+    }
+
     fn name(&self) -> &'static str {
         "cfq"
     }

@@ -80,6 +80,8 @@ pub struct Queue {
     pub wait_request: bool,
     /// A request arrived while idling: serve it even if the slice is used.
     pub must_dispatch: bool,
+    /// The process got its one exemption from a full request pool in this slot (`must_alloc_slice`).
+    pub must_alloc_slice: bool,
     /// The FIFO was consulted in this slot.
     pub fifo_checked: bool,
     /// The process thinks briefly enough (and is not seeky) to be worth idling for: SYNC tree, else SYNC_NOIDLE.
@@ -127,6 +129,7 @@ impl Queue {
             slice_resid: 0,
             wait_request: false,
             must_dispatch: false,
+            must_alloc_slice: false,
             fifo_checked: false,
             // New sync queues start with an idle window; async and IDLE-class queues never idle.
             idle_window: sync && class != IoClass::Idle,
@@ -192,6 +195,7 @@ impl Queue {
         self.slice_dispatch = 0;
         self.wait_request = false;
         self.must_dispatch = false;
+        self.must_alloc_slice = false;
         self.fifo_checked = false;
         self.slice_new = true;
     }
