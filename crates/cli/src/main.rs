@@ -47,7 +47,8 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("bfq: {e:#}");
+            // One line whatever the message quotes (user input with a newline, a file name with control bytes).
+            eprintln!("bfq: {}", bfq_sched::text::one_line(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }

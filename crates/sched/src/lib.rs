@@ -29,6 +29,7 @@ pub mod registry;
 pub mod scheduler;
 pub mod slab;
 pub mod tags;
+pub mod text;
 pub mod tunables;
 pub mod types;
 pub mod wrap;

@@ -89,7 +89,10 @@ fn accepted_keys(accepted: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
     /// No policy has this name.
-    #[error("unknown scheduler '{name}': choose one of {available} (see `bfq schedulers`)")]
+    #[error(
+        "unknown scheduler '{}': choose one of {available} (see `bfq schedulers`)",
+        crate::text::one_line(name)
+    )]
     UnknownScheduler {
         /// The name given.
         name: String,
@@ -97,7 +100,11 @@ pub enum ConfigError {
         available: String,
     },
     /// The policy has no such tunable.
-    #[error("{sched} has no tunable '{key}': {}", accepted_keys(accepted))]
+    #[error(
+        "{sched} has no tunable '{}': {}",
+        crate::text::one_line(key),
+        accepted_keys(accepted)
+    )]
     UnknownKey {
         /// The policy.
         sched: String,
@@ -115,7 +122,10 @@ pub enum ConfigError {
         key: String,
     },
     /// The value is not an integer (or 0/1 for a flag).
-    #[error("{sched} tunable '{key}': '{value}' is not a number; expected {range}")]
+    #[error(
+        "{sched} tunable '{key}': '{}' is not a number; expected {range}",
+        crate::text::one_line(value)
+    )]
     BadValue {
         /// The policy.
         sched: String,
@@ -139,7 +149,7 @@ pub enum ConfigError {
         range: String,
     },
     /// Not of the form `key=value`.
-    #[error("tunable '{0}' is malformed: write it as key=value, e.g. slice_idle=0")]
+    #[error("tunable '{}' is malformed: write it as key=value, e.g. slice_idle=0", crate::text::one_line(.0))]
     Malformed(String),
 }
 

@@ -123,7 +123,8 @@ wrap_errors!(
 pub enum AppError {
     /// Neither a synthetic profile's name nor an existing file (bad user input).
     #[error(
-        "unknown application '{0}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file"
+        "unknown application '{}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file",
+        bfq_sched::text::one_line(.0)
     )]
     Unknown(String),
     /// The profile file could not be read.

@@ -128,7 +128,7 @@ impl SuiteConfig {
 }
 
 fn invalid(msg: String) -> ScenarioError {
-    ScenarioError::Input(msg)
+    ScenarioError::Input(bfq_sched::text::one_line(&msg))
 }
 
 /// Parses a fairness workload `[W1:W2:...-]ZONE` (weights default 1:2:4; zone `outer`, `inner` or `mixed`).

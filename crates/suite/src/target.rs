@@ -30,7 +30,11 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetError {
     /// The text is not a target; the message says what to write instead.
-    #[error("bad target '{given}': {why}")]
+    #[error(
+        "bad target '{}': {}",
+        bfq_sched::text::one_line(given),
+        bfq_sched::text::one_line(why)
+    )]
     Parse {
         /// The text given.
         given: String,

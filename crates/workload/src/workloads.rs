@@ -124,7 +124,7 @@ pub struct WorkloadSpec {
 
 /// A workload name that could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown workload `{0}`: expected idle or <N>r<M>w-seq|rand with N and M up to 10000, e.g. 10r-seq, 5r5w-rand, 0r0w")]
+#[error("unknown workload `{}`: expected idle or <N>r<M>w-seq|rand with N and M up to 10000, e.g. 10r-seq, 5r5w-rand, 0r0w", bfq_sched::text::one_line(.0))]
 pub struct WorkloadError(pub String);
 
 impl WorkloadSpec {

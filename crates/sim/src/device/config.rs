@@ -19,7 +19,10 @@ use super::Device;
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     /// The spec is neither a preset name nor an existing `.toml` file.
-    #[error("unknown device '{spec}': not a preset ({presets}) and not a .toml file")]
+    #[error(
+        "unknown device '{}': not a preset ({presets}) and not a .toml file",
+        bfq_sched::text::one_line(spec)
+    )]
     Unknown {
         /// What the user gave.
         spec: String,
