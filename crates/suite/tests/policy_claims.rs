@@ -144,3 +144,27 @@ fn anticipatory_streams_ten_sequential_readers_near_the_single_reader_rate() {
         "anticipatory 10r-seq {ten:.1} MB/s against {single:.1} MB/s for one reader"
     );
 }
+
+fn paper_rw(sched: &str, tunables: &[&str]) -> (f64, f64) {
+    let mut sc = Experiment::sim("seagate-hdd", sched, Work::background("5r5w-seq", None));
+    sc.settings.era = Era::Paper;
+    sc.settings.duration = Some(60 * SEC);
+    sc.tunables = tunables.iter().map(|s| s.to_string()).collect();
+    let r = sc.run().unwrap();
+    (r.read_mbps, r.write_mbps)
+}
+
+// Async starvation in 3.13's CFQ, five sequential readers against five buffered writers (paper era: no writer cap).
+// `cfq_may_dispatch` refuses an async queue while any sync request is on the device, a sync arrival preempts an
+// active async queue, and the FIFO is consulted only after `cfq_may_dispatch` passed; with five readers there is
+// always a sync request on the device, so no write reaches the disk in 60 s (upstream saw stalls of more than 30 s
+// and fixed it in 2016). With that fix (tunable async_starvation_fix=1, not in 3.13), an async queue whose oldest
+// request expired (250 ms) must dispatch: the writers get some of the disk.
+#[test]
+fn cfq_starves_writers_under_5r5w_seq_unless_the_2016_fix_is_on() {
+    let (read, write) = paper_rw("cfq", &[]);
+    assert!(read > 50.0, "the readers stream: {read:.1} MB/s");
+    assert_eq!(write, 0.0, "3.13 CFQ writes nothing: {write} MB/s");
+    let (_, fixed) = paper_rw("cfq", &["async_starvation_fix=1"]);
+    assert!(fixed > 0.0, "with the fix the writers get some service: {fixed} MB/s");
+}

@@ -56,6 +56,11 @@ impl Cfq {
                 Pick::Wait(t) => return Decision::WaitUntil(t),
                 Pick::Hold => break,
                 Pick::Queue(q) => {
+                    if self.p.async_starvation_fix {
+                        // The 2016 fix: the FIFO is looked at before the dispatch limits, and an async queue whose
+                        // oldest request expired must dispatch (v4.9 `cfq_dispatch_request`).
+                        self.mark_expired_async_must_dispatch(q, now);
+                    }
                     if !self.may_dispatch(q, now) {
                         break;
                     }
@@ -235,7 +240,8 @@ impl Cfq {
         if self.in_flight[0] > 0 && self.should_idle(q) {
             return false;
         }
-        if self.in_flight[1] > 0 && !queue.sync {
+        // Async waits while sync I/O is on the device (3.13; with the 2016 fix, unless it must dispatch).
+        if self.in_flight[1] > 0 && !queue.sync && !(self.p.async_starvation_fix && queue.must_dispatch) {
             return false;
         }
         let mut max = (self.p.quantum / 2).max(1);
@@ -270,6 +276,15 @@ impl Cfq {
             max = max.min(depth);
         }
         queue.dispatched < max
+    }
+
+    /// With the 2016 async-starvation fix: marks async queue `q` must-dispatch when its FIFO head has expired and
+    /// the FIFO was not consulted yet this slot.
+    fn mark_expired_async_must_dispatch(&mut self, q: u32, now: Time) {
+        let queue = &mut self.queues[q as usize];
+        if !queue.sync && !queue.fifo_checked && queue.fifo.front().is_some_and(|&(t, _, _)| now >= t) {
+            queue.must_dispatch = true;
+        }
     }
 
     /// The FIFO head if it expired and the FIFO was not consulted yet this slot, else the elevator's choice.

@@ -28,7 +28,8 @@ impl Cfq {
         if aq.class == IoClass::Rt && nq.class != IoClass::Rt {
             return false;
         }
-        if rq.sync && !aq.sync {
+        // A sync request preempts an async queue; with the 2016 fix, not one whose FIFO expired (must dispatch).
+        if rq.sync && !aq.sync && !(self.p.async_starvation_fix && aq.must_dispatch) {
             return true;
         }
         // The rest only within a group: groups are isolated from each other.

@@ -16,7 +16,7 @@ pub const DEFAULT_IDLE_MS: i64 = 8;
 pub const MAX_IDLE_MS: i64 = 1000;
 
 /// CFQ's tunables, named as in sysfs, in sysfs units.
-pub static TUNABLES: [TunableSpec; 12] = [
+pub static TUNABLES: [TunableSpec; 13] = [
     TunableSpec::new(
         "quantum",
         8,
@@ -111,6 +111,12 @@ pub static TUNABLES: [TunableSpec; 12] = [
         "ms",
         "with low_latency: the time in which all busy queues of a class should get a slice",
     ),
+    TunableSpec::flag(
+        "async_starvation_fix",
+        false,
+        "not a 3.13 tunable: the 2016 fix (v4.9) that lets an async queue whose FIFO expired dispatch with sync I/O \
+         in flight and not be preempted by sync arrivals; off as in 3.13",
+    ),
 ];
 
 /// Tunable values in the units the policy computes with.
@@ -136,6 +142,8 @@ pub struct Params {
     pub low_latency: bool,
     /// `target_latency`, in ns.
     pub target_latency: Time,
+    /// The 2016 async-starvation fix (not in 3.13): an async queue with an expired FIFO must dispatch.
+    pub async_starvation_fix: bool,
 }
 
 fn ms(v: i64) -> Time {
@@ -161,6 +169,7 @@ impl Params {
             group_idle: ms(t.get("group_idle")),
             low_latency: t.flag("low_latency"),
             target_latency: ms(t.get("target_latency")).max(1),
+            async_starvation_fix: t.flag("async_starvation_fix"),
         }
     }
 
@@ -181,6 +190,7 @@ impl Params {
                 group_idle: ms(DEFAULT_IDLE_MS),
                 low_latency: true,
                 target_latency: 300 * MS,
+                async_starvation_fix: false,
             },
         }
     }
