@@ -42,7 +42,7 @@ pub enum TargetError {
         why: String,
     },
     /// A simulator target whose device is not a preset or a readable TOML description.
-    #[error("target {target}: {why}")]
+    #[error("target {}: {}", bfq_sched::text::one_line(target), bfq_sched::text::one_line(why))]
     Device {
         /// The target.
         target: String,
