@@ -7,6 +7,7 @@ use crate::result::{Measured, RunResult};
 use crate::suite::default_throughput_duration;
 use crate::target::TargetError;
 use crate::timeline::{self, Plan, Testbed};
+use bfq_sched::text::one_line;
 use bfq_sched::Time;
 use bfq_sim::{HostConfig, Pid, SimError, Simulation};
 use bfq_workload::profile::{self, Profile, ProfileError};
@@ -57,24 +58,25 @@ impl Era {
 /// instead; failures of the device model, the simulator or a real device keep their own error.
 ///
 /// The message of every variant is complete and no variant reports a [`std::error::Error::source`], so that a
-/// caller printing the whole chain (`{:#}` of `anyhow`) prints each cause once.
+/// caller printing the whole chain (`{:#}` of `anyhow`) prints each cause once. Every message is one line: control
+/// characters of the input it quotes are escaped ([`one_line`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// A bad parameter given by the user (unknown name, out-of-range value, options that do not go together);
     /// the message says which and what to use instead.
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Input(String),
     /// A target that could not be understood or whose device model does not resolve.
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Target(TargetError),
     /// A simulated device that is neither a preset nor a valid description.
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Device(bfq_sim::device::DeviceError),
     /// A scheduler that does not exist, or a tunable it rejects.
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Scheduler(bfq_sched::ConfigError),
     /// A background workload name that is not understood.
-    #[error("{error}")]
+    #[error("{}", one_line(&error.to_string()))]
     Workload {
         /// The name given.
         workload: String,
@@ -82,16 +84,16 @@ pub enum ScenarioError {
         error: WorkloadError,
     },
     /// An application whose profile could not be loaded.
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     App(AppError),
     /// The simulator could not be set up (e.g. the files do not fit on the device).
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Sim(SimError),
     /// A real target failed (I/O error on the device, missing privileges, scheduler switch, ...).
-    #[error("{0}")]
+    #[error("{}", one_line(&.0.to_string()))]
     Real(RealError),
     /// A simulator target was handed to the real-target runner.
-    #[error("target {target} is not a real target: real runs take engine:DIR or kernel:DIR")]
+    #[error("target {} is not a real target: real runs take engine:DIR or kernel:DIR", one_line(target))]
     Unavailable {
         /// The target, as written on the command line (`engine:/mnt/x`).
         target: String,
