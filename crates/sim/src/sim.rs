@@ -100,6 +100,8 @@ struct BlockReq {
     sync: bool,
     sector: u64,
     sectors: u32,
+    /// A file-system metadata read (REQ_META | REQ_PRIO), from [`Op::Read`]'s `meta`.
+    meta: bool,
     created: Time,
     waiters: Vec<OpKey>,
 }
@@ -586,6 +588,7 @@ impl Simulation {
                 } else {
                     Direction::Write
                 };
+                let meta = matches!(op, Op::Read { meta: true, .. });
                 if len == 0 {
                     return self.complete_op_later(pid, tag, Ok(0), 0);
                 }
@@ -611,6 +614,7 @@ impl Simulation {
                         sync: true,
                         sector,
                         sectors: n as u32,
+                        meta,
                         created: self.now,
                         waiters: vec![opid],
                     });
@@ -783,6 +787,7 @@ impl Simulation {
                 sync: true,
                 sector,
                 sectors: len as u32,
+                meta: false,
                 created: self.now,
                 waiters: Vec::new(),
             });
@@ -857,7 +862,8 @@ impl Simulation {
     fn insert(&mut self, id: ReqKey) {
         let rid = Self::request_id(id);
         let Some(r) = self.reqs.get(id) else { return };
-        let rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
+        let mut rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
+        rq.meta = r.meta;
         self.timed(|d, now| d.insert(rq, now));
     }
 
@@ -1010,6 +1016,7 @@ impl Simulation {
                     sync,
                     sector,
                     sectors: len as u32,
+                    meta: false,
                     created: self.now,
                     waiters: Vec::new(),
                 });

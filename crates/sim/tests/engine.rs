@@ -93,6 +93,7 @@ impl Process for SeqReader {
                 offset: self.pos,
                 len,
                 mode: self.mode,
+                meta: false,
             },
         );
         self.pos += len;
@@ -319,4 +320,41 @@ fn same_inputs_same_results() {
         (v, s.lifetime(a), s.metrics().device_requests)
     };
     assert_eq!(run(), run());
+}
+
+/// Records the metadata flag of every request the policy is handed.
+struct MetaSeen(std::sync::Arc<std::sync::Mutex<Vec<bool>>>);
+
+impl bfq_sched::wrap::Hooks for MetaSeen {
+    fn name(&self) -> &'static str {
+        "meta-seen"
+    }
+    fn on_insert(&mut self, rq: &bfq_sched::Request, _now: Time) {
+        self.0.lock().unwrap().push(rq.meta);
+    }
+}
+
+/// A start-up profile's `RM` reads (metadata, REQ_META) reach the policy with `Request::meta` set, its `R` reads
+/// without it: CFQ's preemption and request choice can then favour them as 3.13's did for ext4's metadata.
+#[test]
+fn metadata_reads_of_a_profile_reach_the_policy_flagged() {
+    let (dev, _) = device(1);
+    let info = dev.info();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let noop = bfq_sched::build::<&str>("noop", &info, &[]).unwrap();
+    let policy = Box::new(bfq_sched::wrap::Wrapped::new(noop, MetaSeen(seen.clone())));
+    let mut s = Simulation::new(dev, policy, HostConfig::default(), 1);
+    let profile = bfq_workload::profile::Profile::parse_file(
+        "profile t\nfile a 1048576 contiguous\nRM 0 0 4096 0\nR 0 65536 4096 0\nRM 0 131072 4096 0\nend 3\n",
+    )
+    .unwrap();
+    for f in &profile.files {
+        s.add_file(f).unwrap();
+    }
+    let pid = s.spawn(
+        0,
+        Box::new(bfq_workload::startup::Startup::new(std::sync::Arc::new(profile), 0, 0)),
+    );
+    s.run_until_exit(pid, 10 * SEC).expect("the start-up finishes");
+    assert_eq!(*seen.lock().unwrap(), vec![true, false, true]);
 }

@@ -93,7 +93,10 @@ pub enum ScenarioError {
     #[error("{}", one_line(&.0.to_string()))]
     Real(RealError),
     /// A simulator target was handed to the real-target runner.
-    #[error("target {} is not a real target: real runs take engine:DIR or kernel:DIR", one_line(target))]
+    #[error(
+        "target {} is not a real target: real runs take engine:DIR or kernel:DIR",
+        one_line(target)
+    )]
     Unavailable {
         /// The target, as written on the command line (`engine:/mnt/x`).
         target: String,

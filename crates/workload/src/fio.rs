@@ -208,6 +208,7 @@ impl Job {
                 offset,
                 len,
                 mode,
+                meta: false,
             },
             Dir::Write => Op::Write {
                 file,

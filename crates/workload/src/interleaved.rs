@@ -143,6 +143,7 @@ impl Process for InterleavedReader {
                 offset: self.cfg.offset(k),
                 len: self.cfg.bs.max(1),
                 mode: self.cfg.mode,
+                meta: false,
             },
         );
     }

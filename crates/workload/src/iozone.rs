@@ -149,6 +149,7 @@ impl Iozone {
                         offset,
                         len,
                         mode,
+                        meta: false,
                     }
                 };
                 self.issue(op, out);

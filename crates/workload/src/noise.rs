@@ -151,6 +151,7 @@ impl Process for Noise {
                         offset,
                         len,
                         mode: self.cfg.mode,
+                        meta: false,
                     },
                 );
             }
@@ -185,6 +186,7 @@ impl Process for Noise {
                         offset: 0,
                         len,
                         mode: self.cfg.mode,
+                        meta: false,
                     },
                 );
             }

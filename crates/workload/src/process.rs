@@ -60,6 +60,9 @@ pub enum Op {
         len: u64,
         /// Buffered or direct.
         mode: IoMode,
+        /// A file-system metadata read (ext4 flags them REQ_META | REQ_PRIO in 3.13): the block requests carry
+        /// [`bfq_sched::Request::meta`], which CFQ's preemption and request choice favour.
+        meta: bool,
     },
     /// Write `len` bytes at `offset` of `file`.
     Write {

@@ -18,8 +18,9 @@
 //! file libX11.so 1310720 scattered 1048576 0.05 0.1   # placement: contiguous | at F | scattered EXTENT FROM TO
 //! file xterm 524288 contiguous
 //! R 0 0 16384 120                             # sync read: file index, offset, length, think time before it
+//! RM 0 16384 4096 0                           # sync metadata read (REQ_META), same fields
 //! RA 0 16384 131072 0                         # readahead: issued without waiting for it
-//! end 2                                       # the number of requests; nothing may follow
+//! end 3                                       # the number of requests; nothing may follow
 //! ```
 //!
 //! Files are numbered from 0 in the order declared and must be declared before a request uses them. Every request
@@ -65,6 +66,9 @@ pub struct ProfileRequest {
     pub kind: ReqKind,
     /// Think time before issuing it, µs (CPU work since the previous request was issued or completed).
     pub think_us: u64,
+    /// A file-system metadata read (`RM` in the text format; recorded from the kernel's `M` flag, REQ_META): its
+    /// block requests carry [`bfq_sched::Request::meta`]. Synthetic profiles have none (S's traces do not say).
+    pub meta: bool,
 }
 
 /// An application start-up profile.
@@ -232,8 +236,13 @@ impl Profile {
                         prewritten: true,
                     });
                 }
-                "R" | "RA" => {
-                    let kind = if head == "R" { ReqKind::Sync } else { ReqKind::Readahead };
+                "R" | "RA" | "RM" => {
+                    let kind = if head == "RA" {
+                        ReqKind::Readahead
+                    } else {
+                        ReqKind::Sync
+                    };
+                    let meta = head == "RM";
                     let file: u32 = parse_num(toks.next(), line, "file index")?;
                     let offset: u64 = parse_num(toks.next(), line, "offset")?;
                     let len: u64 = parse_num(toks.next(), line, "length")?;
@@ -244,6 +253,7 @@ impl Profile {
                         len,
                         kind,
                         think_us,
+                        meta,
                     };
                     p.check_request(&rq).map_err(|m| err(line, m))?;
                     p.requests.push(rq);
@@ -251,7 +261,7 @@ impl Profile {
                 other => {
                     return Err(err(
                         line,
-                        format!("unknown item `{other}`: expected profile, mode, file, R, RA or end"),
+                        format!("unknown item `{other}`: expected profile, mode, file, R, RA, RM or end"),
                     ))
                 }
             }
@@ -354,7 +364,8 @@ impl Profile {
             };
         }
         for r in &self.requests {
-            let _ = writeln!(s, "{} {} {} {} {}", r.kind.token(), r.file, r.offset, r.len, r.think_us);
+            let token = if r.meta { "RM" } else { r.kind.token() };
+            let _ = writeln!(s, "{token} {} {} {} {}", r.file, r.offset, r.len, r.think_us);
         }
         let _ = writeln!(s, "end {}", self.requests.len());
         s
@@ -601,6 +612,7 @@ pub fn generate(spec: &SyntheticSpec) -> Profile {
                 len,
                 kind,
                 think_us,
+                meta: false,
             });
             off += len;
         }
@@ -712,6 +724,24 @@ mod tests {
             assert!(e.message.contains(what), "{text}: {e}");
             assert!(e.to_string().starts_with(&format!("line {line}: ")));
         }
+    }
+
+    /// `RM` is a sync read flagged as file-system metadata; it writes back as `RM`.
+    #[test]
+    fn metadata_reads_are_rm() {
+        let p = Profile::parse_file("file a 100 contiguous\nRM 0 0 10 3\nR 0 10 10 0\nRA 0 20 10 0\nend 3\n")
+            .expect("parses");
+        let flags: Vec<(ReqKind, bool)> = p.requests.iter().map(|r| (r.kind, r.meta)).collect();
+        assert_eq!(
+            flags,
+            [
+                (ReqKind::Sync, true),
+                (ReqKind::Sync, false),
+                (ReqKind::Readahead, false)
+            ]
+        );
+        assert!(p.to_text().contains("\nRM 0 0 10 3\n"));
+        assert_eq!(Profile::parse(&p.to_text()), Ok(p));
     }
 
     /// Files that used to replay as a start-up of 0 s or a shortened one (issue 16, defect 4).

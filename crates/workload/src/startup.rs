@@ -127,6 +127,7 @@ impl Startup {
                     offset: rq.offset,
                     len: rq.len,
                     mode: self.profile.mode,
+                    meta: rq.meta,
                 },
             );
             match rq.kind {

@@ -163,6 +163,7 @@ impl VideoPlayer {
             offset,
             len,
             mode: self.cfg.mode,
+            meta: false,
         }
     }
 

@@ -333,6 +333,7 @@ impl FlowIo for EngineFlow {
                 offset,
                 len,
                 mode: IoMode::Direct,
+                ..
             } => self.direct(tag, false, file, offset, len),
             Op::Write { file, offset, len, .. } => self.direct(tag, true, file, offset, len),
             Op::Read {
@@ -340,6 +341,7 @@ impl FlowIo for EngineFlow {
                 offset,
                 len,
                 mode: IoMode::Buffered,
+                ..
             } => self.buffered_read(tag, file, offset, len),
             Op::Fsync { file } => self.flush(tag, &[file]),
             Op::Sync => {

@@ -289,6 +289,7 @@ impl KernelFlow {
                 offset,
                 len,
                 mode,
+                ..
             }
             | Op::Write {
                 file,
@@ -327,6 +328,7 @@ impl FlowIo for KernelFlow {
             offset,
             len,
             mode: IoMode::Direct,
+            ..
         }
         | Op::Write {
             file,

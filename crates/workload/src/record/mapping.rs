@@ -154,6 +154,8 @@ pub fn to_profile(rec: &Recording, opts: &MapOptions) -> Result<Profile, MapErro
                 len: r.sectors.max(1) * SECTOR_BYTES,
                 kind,
                 think_us,
+                // The text format flags sync metadata reads (`RM`); a metadata readahead stays `RA`.
+                meta: r.meta && kind == ReqKind::Sync,
             }
         })
         .collect();
