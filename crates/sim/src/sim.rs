@@ -1137,6 +1137,7 @@ mod tests {
                     offset,
                     len,
                     mode: IoMode::Buffered,
+                    meta: false,
                 }
             };
             out.ops.push((self.ops, op));

@@ -226,7 +226,8 @@ mod tests {
                 file: 7,
                 offset: 0,
                 len: 1_048_576,
-                mode: IoMode::Direct
+                mode: IoMode::Direct,
+                meta: false
             }
         ));
         assert!(matches!(round1[15].op, Op::Read { offset: 14_680_064, .. }));

@@ -442,6 +442,7 @@ mod tests {
                     offset,
                     len,
                     mode,
+                    meta: false,
                 },
             )
         };
@@ -468,6 +469,7 @@ mod tests {
                     offset: 0,
                     len: 1,
                     mode: IoMode::Buffered,
+                    meta: false,
                 },
             ),
         ];

@@ -438,6 +438,7 @@ mod tests {
                                 offset: 0,
                                 len: 100,
                                 mode: bfq_workload::IoMode::Buffered,
+                                meta: false,
                             },
                         );
                     }
