@@ -277,7 +277,23 @@ fn validate_hdd(c: &HddConfig, p: &str) -> Result<(), DeviceError> {
     check_u(p, "cache_segments", c.cache_segments as u64, 0, 1024)?;
     check_u(p, "segment_kib", c.segment_kib as u64, 1, 1 << 20)?;
     check_u(p, "write_cache_kib", c.write_cache_kib as u64, 0, 1 << 24)?;
-    check_f(p, "ncq_age_limit_ms", c.ncq_age_limit_ms, 0.001, 1.0e6)
+    check_f(p, "ncq_age_limit_ms", c.ncq_age_limit_ms, 0.001, 1.0e6)?;
+    // The geometry must hold the capacity without the model clamping it (it used to, silently).
+    let (need, max) = (
+        super::hdd::cylinders_per_zone_needed(c),
+        super::hdd::max_cylinders_per_zone(c),
+    );
+    if need > max {
+        return Err(DeviceError::Field {
+            field: format!("{p}capacity_sectors"),
+            value: c.capacity_sectors.to_string(),
+            reason: format!(
+                "needs {need} cylinders per zone with these heads, zones and rates, more than the model's {max}: \
+                 give more heads or zones, faster rates, or less capacity"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Names of the built-in presets.
@@ -609,6 +625,26 @@ mod tests {
         assert!(e.contains("seagate-hdd"), "{e}");
         let e = resolve("/nonexistent/dev.toml").unwrap_err().to_string();
         assert!(e.contains("/nonexistent/dev.toml"), "{e}");
+    }
+
+    /// Accepted silently before (issue 16, defect 8): an HDD whose geometry cannot hold its capacity, which the
+    /// model clamped to fewer cylinders (a smaller disk than described).
+    #[test]
+    fn a_geometry_that_cannot_hold_the_capacity_is_refused() {
+        let Some(DeviceConfig::Hdd(mut c)) = preset("seagate-hdd") else {
+            panic!("seagate-hdd is an HDD preset");
+        };
+        assert!(validate_hdd(&c, "").is_ok());
+        c.heads = 1;
+        c.zones = 1;
+        c.outer_mb_s = 0.1;
+        c.inner_mb_s = 0.1;
+        c.capacity_sectors = MAX_CAPACITY_SECTORS;
+        let e = validate_hdd(&c, "").unwrap_err().to_string();
+        assert!(
+            e.contains("'capacity_sectors'") && e.contains("cylinders per zone"),
+            "{e}"
+        );
     }
 
     /// Accepted silently before (issue 16, defect 8): a device without a name; and toml's errors spanned several

@@ -330,6 +330,35 @@ pub struct Hdd {
     seq: u64,
 }
 
+/// Sectors per track of each zone, outer to inner, so that a track passes in one revolution plus one head switch
+/// at the zone's rate.
+fn zone_spts(cfg: &HddConfig) -> Vec<u32> {
+    let rev = cfg.revolution_ns();
+    let head_switch = f64_ns(cfg.head_switch_ms, 1.0e6);
+    let nz = cfg.zones.max(1);
+    let spt_for =
+        |mb_s: f64| -> f64 { (mb_s.max(0.001) * 1.0e6 * (rev + head_switch) as f64 / 1.0e9 / 512.0).max(1.0) };
+    let (spt_outer, spt_inner) = (spt_for(cfg.outer_mb_s), spt_for(cfg.inner_mb_s));
+    (0..nz)
+        .map(|i| {
+            let f = if nz == 1 { 0.0 } else { i as f64 / (nz - 1) as f64 };
+            (spt_outer + (spt_inner - spt_outer) * f).round().max(1.0) as u32
+        })
+        .collect()
+}
+
+/// Cylinders per zone that the geometry needs to hold the capacity, before any clamping.
+pub(crate) fn cylinders_per_zone_needed(cfg: &HddConfig) -> u64 {
+    let heads = u64::from(cfg.heads.max(1));
+    let per_cyl_all: u64 = zone_spts(cfg).iter().map(|&s| u64::from(s) * heads).sum();
+    cfg.capacity_sectors.max(1).div_ceil(per_cyl_all.max(1))
+}
+
+/// Most cylinders per zone the model can address (cylinder numbers are `u32`).
+pub(crate) fn max_cylinders_per_zone(cfg: &HddConfig) -> u64 {
+    u64::from(u32::MAX) / u64::from(cfg.zones.max(1))
+}
+
 impl Hdd {
     /// Builds the disk. Out-of-range parameters are clamped (validation in [`super::DeviceConfig`] reports them).
     pub fn new(cfg: &HddConfig) -> Hdd {
@@ -338,18 +367,10 @@ impl Hdd {
         let heads = cfg.heads.max(1);
         let nz = cfg.zones.max(1);
         let capacity = cfg.capacity_sectors.max(1);
-        // Sectors per track so that spt sectors pass in one revolution plus one head switch at the given rate.
-        let spt_for =
-            |mb_s: f64| -> f64 { (mb_s.max(0.001) * 1.0e6 * (rev + head_switch) as f64 / 1.0e9 / 512.0).max(1.0) };
-        let (spt_outer, spt_inner) = (spt_for(cfg.outer_mb_s), spt_for(cfg.inner_mb_s));
-        let spts: Vec<u32> = (0..nz)
-            .map(|i| {
-                let f = if nz == 1 { 0.0 } else { i as f64 / (nz - 1) as f64 };
-                (spt_outer + (spt_inner - spt_outer) * f).round().max(1.0) as u32
-            })
-            .collect();
-        let per_cyl_all: u64 = spts.iter().map(|&s| s as u64 * heads as u64).sum();
-        let cyls_per_zone = capacity.div_ceil(per_cyl_all).clamp(1, u32::MAX as u64 / nz as u64) as u32;
+        let spts = zone_spts(cfg);
+        // Validation refuses a geometry that needs more cylinders than the model addresses; the clamp only keeps
+        // an unvalidated description from panicking.
+        let cyls_per_zone = cylinders_per_zone_needed(cfg).clamp(1, max_cylinders_per_zone(cfg)) as u32;
         let mut zones = Vec::with_capacity(nz as usize);
         let (mut lba, mut cyl, mut track) = (0u64, 0u32, 0u64);
         for &spt in &spts {
