@@ -135,6 +135,14 @@ impl DeadlineLists {
         Self::default()
     }
 
+    /// Whether `rq` would merge into a queued request ([`DeadlineLists::insert`]'s first merge).
+    pub fn would_merge(&self, rq: &Request, front_merges: bool, max_sectors: u32) -> bool {
+        let entries = &self.entries;
+        self.index
+            .find(rq, max_sectors, front_merges, |h| entries.get(&h).map(|e| &e.rq))
+            .is_some()
+    }
+
     /// Queues `rq`, inserted at `now` with a deadline `expire` ns later.
     ///
     /// It is merged into a queued request it extends (at the back, or at the front when `front_merges`), up to
@@ -438,6 +446,10 @@ impl Scheduler for Deadline {
     fn flow_started(&mut self, _flow: &FlowInfo, _now: Time) {}
 
     fn flow_exited(&mut self, _flow: FlowId, _now: Time) {}
+
+    fn would_merge(&self, rq: &Request) -> bool {
+        self.lists.would_merge(rq, self.front_merges, self.max_sectors)
+    }
 
     fn insert(&mut self, rq: Request, now: Time) {
         let expire = self.expire[rq.dir.index()];

@@ -14,8 +14,8 @@
 //!   pool is freed and the pool is below `nr_requests`, and becomes a batcher;
 //! - the pool stops being full once a free brings it to at most `nr_requests` - 1.
 //!
-//! What the simulator does not model: a bio that merges into a queued request takes no request in the kernel;
-//! here every block request holds one (the host builds requests, not bios, so few merge).
+//! A bio that merges into a queued request takes no request at all: the simulator asks the policy
+//! ([`crate::Scheduler::would_merge`]) before allocating.
 
 use crate::types::{FlowId, Time, MS};
 use std::collections::HashMap;

@@ -59,6 +59,10 @@ impl Scheduler for Noop {
 
     fn flow_exited(&mut self, _flow: FlowId, _now: Time) {}
 
+    fn would_merge(&self, rq: &Request) -> bool {
+        self.index.find(rq, self.max_sectors, true, |h| self.slot(h)).is_some()
+    }
+
     fn insert(&mut self, rq: Request, _now: Time) {
         self.queued += rq.parts();
         if let Some((h, kind)) = self.index.find(&rq, self.max_sectors, true, |h| self.slot(h)) {

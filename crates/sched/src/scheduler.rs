@@ -52,6 +52,13 @@ pub trait Scheduler: Send {
         false
     }
 
+    /// Whether `rq`, inserted now, would merge into a request already queued here (the kernel's `elv_merge`, which
+    /// the legacy block layer tries before `get_request`: a bio that merges takes no request). The legacy elevators
+    /// answer from their merge index; the default (blk-mq policies) is false.
+    fn would_merge(&self, _rq: &Request) -> bool {
+        false
+    }
+
     /// Checks the policy's internal invariants (counters against the structures they count, tree orderings,
     /// weight sums) and returns the first violation found. The conformance checker calls it after every call it
     /// makes, the simulator after every step in debug builds. A policy with nothing to check keeps the default.

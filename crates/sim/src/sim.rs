@@ -102,6 +102,9 @@ struct BlockReq {
     sectors: u32,
     /// A file-system metadata read (REQ_META | REQ_PRIO), from [`Op::Read`]'s `meta`.
     meta: bool,
+    /// Merged into a queued request at submission without taking a tag (legacy pools: a merged bio takes no
+    /// request).
+    tagless: bool,
     created: Time,
     waiters: Vec<OpKey>,
 }
@@ -385,8 +388,14 @@ impl Simulation {
         let mut live = [0u32; 3];
         let (mut cache_reads, mut writebacks, mut flusher) = (0usize, 0usize, 0u32);
         let mut waits: HashMap<OpKey, u32> = HashMap::new();
+        // Requests merged at submission hold no tag; they are parts of a queued or dispatched request.
+        let mut tagless = 0u64;
         for (_, r) in self.reqs.iter() {
-            live[r.tag_class().index()] += 1;
+            if r.tagless {
+                tagless += 1;
+            } else {
+                live[r.tag_class().index()] += 1;
+            }
             match r.kind {
                 ReqKind::CacheRead => cache_reads += 1,
                 ReqKind::Writeback => {
@@ -414,9 +423,10 @@ impl Simulation {
         let on_device: u64 = self.on_device.iter().map(|(_, rq)| rq.parts() as u64).sum();
         let queued = self.driver.policy().queued() as u64;
         ensure_invariant!(
-            allocated == queued + on_device,
+            allocated + tagless == queued + on_device,
             "sim tags",
-            "{allocated} tags allocated != {queued} queued in the policy + {on_device} requests on the device"
+            "{allocated} tags allocated + {tagless} merged without one != {queued} queued in the policy + \
+             {on_device} requests on the device"
         );
         ensure_invariant!(
             self.driver.in_flight() as usize == self.on_device.len(),
@@ -615,6 +625,7 @@ impl Simulation {
                         sector,
                         sectors: n as u32,
                         meta,
+                        tagless: false,
                         created: self.now,
                         waiters: vec![opid],
                     });
@@ -788,6 +799,7 @@ impl Simulation {
                 sector,
                 sectors: len as u32,
                 meta: false,
+                tagless: false,
                 created: self.now,
                 waiters: Vec::new(),
             });
@@ -845,6 +857,18 @@ impl Simulation {
     fn submit(&mut self, id: ReqKey) {
         let Some(r) = self.reqs.get(id) else { return };
         let (class, flow) = (r.tag_class(), r.flow);
+        if self.tags.is_legacy() {
+            // The legacy block layer tries to merge a bio into a queued request before it allocates one
+            // (`blk_queue_bio`: `elv_merge` then `get_request`): a merged bio takes no request.
+            let rq = self.policy_request(id);
+            if rq.as_ref().is_some_and(|rq| self.driver.policy().would_merge(rq)) {
+                if let Some(r) = self.reqs.get_mut(id) {
+                    r.tagless = true;
+                }
+                self.insert(id);
+                return;
+            }
+        }
         if self.tag_wait[class.index()].is_empty() && self.try_allocate(class, flow) {
             self.insert(id);
         } else {
@@ -858,12 +882,17 @@ impl Simulation {
         self.tags.try_allocate_for(class, flow, now, self.driver.policy_mut())
     }
 
-    /// Inserts block request `id`, which holds a tag, into the policy.
-    fn insert(&mut self, id: ReqKey) {
-        let rid = Self::request_id(id);
-        let Some(r) = self.reqs.get(id) else { return };
-        let mut rq = Request::new(rid, r.flow, r.dir, r.sync, r.sector, r.sectors);
+    /// The request the policy is handed for block request `id`.
+    fn policy_request(&self, id: ReqKey) -> Option<Request> {
+        let r = self.reqs.get(id)?;
+        let mut rq = Request::new(Self::request_id(id), r.flow, r.dir, r.sync, r.sector, r.sectors);
         rq.meta = r.meta;
+        Some(rq)
+    }
+
+    /// Inserts block request `id`, which holds a tag (or merges without one), into the policy.
+    fn insert(&mut self, id: ReqKey) {
+        let Some(rq) = self.policy_request(id) else { return };
         self.timed(|d, now| d.insert(rq, now));
     }
 
@@ -931,7 +960,9 @@ impl Simulation {
         let Some(r) = self.reqs.remove(Self::request_key(id)) else {
             return;
         };
-        self.tags.release(r.tag_class());
+        if !r.tagless {
+            self.tags.release(r.tag_class());
+        }
         self.metrics.complete(
             self.now,
             r.flow,
@@ -1017,6 +1048,7 @@ impl Simulation {
                     sector,
                     sectors: len as u32,
                     meta: false,
+                    tagless: false,
                     created: self.now,
                     waiters: Vec::new(),
                 });

@@ -358,3 +358,57 @@ fn metadata_reads_of_a_profile_reach_the_policy_flagged() {
     s.run_until_exit(pid, 10 * SEC).expect("the start-up finishes");
     assert_eq!(*seen.lock().unwrap(), vec![true, false, true]);
 }
+
+/// Issues three direct reads at once: one at 0 and two contiguous ones further on, then exits when all are done.
+struct Burst {
+    done: u32,
+}
+
+impl Process for Burst {
+    fn flow(&self) -> FlowSpec {
+        FlowSpec::named("burst")
+    }
+    fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
+        match ev {
+            Event::Completed { .. } => {
+                self.done += 1;
+                out.exit = self.done == 3;
+            }
+            _ => {
+                for (tag, offset) in [(0, 0), (1, 1 << 20), (2, (1 << 20) + 4096)] {
+                    let mode = IoMode::Direct;
+                    out.issue(
+                        tag,
+                        Op::Read {
+                            file: 0,
+                            offset,
+                            len: 4096,
+                            mode,
+                            meta: false,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    fn report(&self) -> ProcessReport {
+        ProcessReport::default()
+    }
+}
+
+/// Legacy block layer (noop): a bio that merges into a queued request takes no request. The first read goes to the
+/// device (depth 1), the second waits in the elevator, the third extends it: three block requests live, two tags
+/// held. (blk-mq policies have no such rule: mq-deadline holds three tags.)
+#[test]
+fn a_merged_request_takes_no_tag_on_a_legacy_queue() {
+    for (sched, tags) in [("noop", 2), ("mq-deadline", 3)] {
+        let (mut s, _) = sim(1, sched);
+        let f = s.add_file(&file(4 << 20)).unwrap();
+        assert_eq!(f, 0);
+        let pid = s.spawn(0, Box::new(Burst { done: 0 }));
+        s.run_until(10_000);
+        assert_eq!(s.tags().allocated(bfq_sched::tags::TagClass::SyncRead), tags, "{sched}");
+        s.run_until_exit(pid, SEC).expect("the reads complete");
+        assert_eq!(s.tags().total(), 0, "{sched}: every tag returned");
+    }
+}

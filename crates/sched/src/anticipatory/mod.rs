@@ -533,6 +533,13 @@ impl Scheduler for Anticipatory {
         self.maybe_forget(flow);
     }
 
+    fn would_merge(&self, rq: &Request) -> bool {
+        let entries = &self.entries;
+        self.index
+            .find(rq, self.max_sectors, true, |h| entries.get(&h).map(|e| &e.rq))
+            .is_some()
+    }
+
     fn insert(&mut self, rq: Request, now: Time) {
         let d = dir_of(&rq);
         let cand = Candidate::of(&rq);

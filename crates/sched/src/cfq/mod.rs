@@ -517,6 +517,31 @@ impl Scheduler for Cfq {
         true
     }
 
+    /// `cfq_find_rq_fmerge` (CFQ's `elevator_merge_fn`) and the back-merge hash: merges happen within the
+    /// process's own queue (an existing one: its sync queue, or its group's async queue of its class and priority).
+    fn would_merge(&self, rq: &Request) -> bool {
+        let Some(ctx) = self.flows.get(&rq.flow) else {
+            return false;
+        };
+        let q = if rq.sync {
+            ctx.sync_q
+        } else {
+            let g = &self.groups[ctx.group as usize];
+            match ctx.info.class {
+                IoClass::Idle => g.idle_async,
+                c => g.async_queues[c.index()][usize::from(ctx.info.prio.min(7))],
+            }
+        };
+        let Some(q) = q else { return false };
+        let rqs = &self.rqs;
+        self.queues[q as usize]
+            .merge
+            .find(rq, self.max_sectors, true, |h| {
+                rqs.get(usize::try_from(h).ok()?)?.as_ref().map(|s| &s.rq)
+            })
+            .is_some()
+    }
+
     /// `cfq_may_queue`: the process's queue (an existing one: sync, or none for async requests, whose shared
     /// queues are never idled for) that CFQ is idling for may allocate past a full pool, once per slot.
     fn may_queue_must(&mut self, flow: FlowId, sync: bool) -> bool {
