@@ -28,6 +28,13 @@ static POLICIES: &[PolicyDesc] = &[
         build: crate::bfq::Bfq::build,
     },
     PolicyDesc {
+        name: "bfq-v7r2",
+        aliases: &[],
+        summary: "BFQ v7r2 (Linux 3.13, 2014), the version the seeds measured: sticky idle windows, x20 raising",
+        tunables: &crate::bfq::V7R2_TUNABLES,
+        build: crate::bfq::Bfq::build_v7r2,
+    },
+    PolicyDesc {
         name: "noop",
         aliases: &["none"],
         summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",

@@ -226,6 +226,15 @@ impl TunableValues {
         }
     }
 
+    /// The value of tunable `name` if the policy declares it, else `default` (for policies whose eras declare
+    /// different sets).
+    pub fn get_or(&self, name: &str, default: i64) -> i64 {
+        self.specs
+            .iter()
+            .position(|s| s.name == name)
+            .map_or(default, |i| self.values[i])
+    }
+
     /// The value of a boolean tunable.
     pub fn flag(&self, name: &str) -> bool {
         self.get(name) != 0

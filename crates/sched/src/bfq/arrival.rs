@@ -14,11 +14,31 @@ impl Bfq {
         if self.in_service == Some(q) || !self.q(q).busy || self.q(q).rqs.next.is_none() {
             return;
         }
-        let nb = self.q(q).max_budget.max(self.next_charge(q));
+        let nb = self
+            .q(q)
+            .max_budget
+            .max(self.next_charge(q))
+            .max(self.entity_service(q));
         if nb != self.entity_budget(q) {
             let e = self.q(q).entity;
             self.wf.reposition(e, nb);
         }
+    }
+
+    /// `bfq_bfqq_higher_class_or_weight`: `q` has a higher class than `s`, or a larger weight: its own if both
+    /// are in the same group, else each one's group weight (a queue of the root group counts with its own).
+    pub(crate) fn higher_class_or_weight(&self, q: QueueId, s: QueueId) -> bool {
+        if self.q(q).class < self.q(s).class {
+            return true;
+        }
+        let (Some(a), Some(b)) = (self.wf.entity(self.q(q).entity), self.wf.entity(self.q(s).entity)) else {
+            return false;
+        };
+        if a.parent == b.parent {
+            return a.weight > b.weight;
+        }
+        let w = |f: &super::wf2q::EntityFacts| self.wf.group_weight(f.parent).unwrap_or(f.weight);
+        w(&a) > w(&b)
     }
 
     pub(crate) fn insert_rq(&mut self, rq: Request, now: Time) {
@@ -62,18 +82,27 @@ impl Bfq {
 
     /// `bfq_add_request` + `bfq_rq_enqueued`.
     pub(crate) fn add_request(&mut self, q: QueueId, slot: SlotId, sector: u64, sectors: u32, sync: bool, now: Time) {
-        // Think time and seekiness of sync queues.
+        // Think time and seekiness of sync queues. The newest kernel samples think time only when the queue has
+        // nothing queued or in the driver (how long it takes to come back once idle) and calls it short up to
+        // slice_idle / 2; v7r2 samples every arrival and calls it short up to slice_idle.
         if self.q(q).sync {
             let si = self.p.slice_idle;
             let rot = self.rotational;
             let exited = self.q(q).refs == 0;
+            let newest = self.rules.newest_think_time;
             let qq = self.qm(q);
-            if let Some(last) = qq.last_end_request {
+            let sample = !newest || (qq.dispatched == 0 && !qq.busy);
+            if let (Some(last), true) = (qq.last_end_request, sample) {
                 qq.ttime.update(now.saturating_sub(last), si);
             }
             let seeky = peak_rate::seeky(qq.last_request_pos, sector, sectors, rot);
             qq.seek_history = idling::push_seek(qq.seek_history, seeky);
-            qq.has_short_ttime = qq.ttime.short(exited, si);
+            qq.seek_mean.update(sector.abs_diff(qq.last_request_pos));
+            let limit = if newest { si / 2 } else { si };
+            qq.has_short_ttime = qq.ttime.short(exited, limit);
+            if self.rules.idle_window {
+                self.v7_update_idle_window(q);
+            }
         }
         self.qm(q).last_request_pos = sector.saturating_add(u64::from(sectors));
         let prev_next = self.q(q).rqs.next;
@@ -120,23 +149,25 @@ impl Bfq {
             .last_end_request
             .is_some_and(|t| now <= t.saturating_add(IN_TIME_SLICES * self.p.slice_idle));
         let (interactive, soft_rt) = self.wr_candidate(q, now);
-        let wr_or_deserves = self.p.low_latency && (self.raised(q) || (self.q(q).sync && (interactive || soft_rt)));
-        // Budget for the activation (`bfq_bfqq_update_budg_for_activation`).
+        // Budget for the activation (`bfq_bfqq_update_budg_for_activation`): a queue that expired empty with
+        // budget left and comes back in time continues its slot, and only such a queue is back-shifted and wants
+        // to preempt (it recovers its hole); any other queue starts a fresh budget and loses the flag.
         let e = self.q(q).entity;
         let left = self.budget_left(q);
-        let backshift = self.q(q).non_blocking_wait_rq;
-        let wants_preempt = if backshift && arrived_in_time && left > 0 {
+        let continues = self.q(q).non_blocking_wait_rq && arrived_in_time && left > 0;
+        if continues {
             let b = left.min(self.q(q).max_budget);
             self.wf.set_budget(e, b);
-            self.wf.clear_service(e);
-            true
         } else {
             let b = self.q(q).max_budget.max(self.next_charge(q));
             self.wf.set_budget(e, b);
-            self.wf.clear_service(e);
-            wr_or_deserves
-        };
-        // IO_bound comes back after enough in-time arrivals.
+            self.qm(q).non_blocking_wait_rq = false;
+        }
+        self.wf.clear_service(e);
+        let backshift = self.q(q).non_blocking_wait_rq;
+        let wants_preempt = continues;
+        // IO_bound comes back after enough in-time arrivals; the count goes on afterwards (newest kernels do not
+        // reset it when the flag is set again).
         {
             let qq = self.qm(q);
             if !qq.io_bound {
@@ -144,7 +175,6 @@ impl Bfq {
                     qq.requests_within_timer += 1;
                     if qq.requests_within_timer >= REQUESTS_WITHIN_TIMER {
                         qq.io_bound = true;
-                        qq.requests_within_timer = 0;
                     }
                 } else {
                     qq.requests_within_timer = 0;
@@ -158,12 +188,9 @@ impl Bfq {
         self.wf.activate(e, backshift, wr);
         self.qm(q).non_blocking_wait_rq = false;
         self.merge_on_busy(q, now);
-        // Preemption.
-        if let Some(s) = self.in_service.filter(|&s| s != q) {
-            let higher = self.q(q).class < self.q(s).class
-                || (self.q(q).class == self.q(s).class
-                    && self.wf.entity(e).map_or(0, |x| x.weight)
-                        > self.wf.entity(self.q(s).entity).map_or(0, |x| x.weight));
+        // Preemption (newest kernels; v7r2 never preempts: the newcomer waits for the B-WF2Q+ choice).
+        if let Some(s) = self.in_service.filter(|&s| s != q && self.rules.preemption) {
+            let higher = self.higher_class_or_weight(q, s);
             let want = (wants_preempt && self.q(q).wr.coeff >= self.q(s).wr.coeff) || higher || !self.better_to_idle(s);
             if want && !self.wf.in_service_still_next(now) {
                 self.stats.preemptions += 1;

@@ -54,8 +54,16 @@ impl QueueBurst {
 
 impl Bfq {
     /// `bfq_handle_burst` for a just-created sync queue.
+    ///
+    /// As in the kernel, a new queue is considered only while a burst is in progress (its size is not 0) or no
+    /// queue is busy; a queue that comes too late for the current burst (or from another group) resets it, and
+    /// starts a new burst of one only if no queue is busy, else leaves the size at 0. So under background I/O
+    /// the queues of an application started later are not counted, and can be raised.
     pub(crate) fn burst_on_new_queue(&mut self, q: QueueId, now: Time) {
-        if !self.p.low_latency || self.q(q).burst.in_large_burst {
+        if !self.rules.burst_detection || !self.p.low_latency || self.q(q).burst.in_large_burst {
+            return;
+        }
+        if self.burst.size == 0 && self.busy_queues > 0 {
             return;
         }
         let g = self.q(q).group;
@@ -69,11 +77,15 @@ impl Bfq {
                     o.burst.in_list = false;
                 }
             }
-            self.burst.list.push(q);
-            self.qm(q).burst.in_list = true;
-            self.burst.size = 1;
             self.burst.large = false;
             self.burst.group = g;
+            if self.busy_queues == 0 {
+                self.burst.list.push(q);
+                self.qm(q).burst.in_list = true;
+                self.burst.size = 1;
+            } else {
+                self.burst.size = 0;
+            }
         } else {
             self.burst.size += 1;
             if self.burst.large {
@@ -107,11 +119,13 @@ impl Bfq {
         }
     }
 
-    /// A queue is freed: drop it from the burst list.
+    /// A queue is freed: drop it from the burst list. Its process has exited (a queue is freed only then), so it
+    /// no longer counts in the burst's size either (`bfq_put_queue`).
     pub(crate) fn burst_forget(&mut self, q: QueueId) {
         if self.q(q).burst.in_list {
             self.burst.list.retain(|&x| x != q);
             self.qm(q).burst.in_list = false;
+            self.burst.size = self.burst.size.saturating_sub(1);
         }
     }
 }
@@ -165,6 +179,38 @@ mod tests {
         let late = new_sync_queue(&mut b, 9, 20 * MS + BURST_INTERVAL + 1);
         assert_eq!(b.burst.list, vec![late]);
         assert_eq!(b.burst.size, 1);
+    }
+
+    // Bug 3 of fidelity.md §1: a new queue counts towards a burst only while one is in progress or no queue is
+    // busy. With a background queue busy and no burst in progress, ten queues created 10 ms apart (an
+    // application spawning processes) stay out of any burst and none is marked as in a large burst, so they
+    // can be raised; the same ten on an idle device form a large burst.
+    #[test]
+    fn new_queues_under_background_io_do_not_form_a_burst() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let bg = new_sync_queue(&mut b, 1000, 0);
+        b.add_busy(bg);
+        let later = BURST_INTERVAL + SEC;
+        let qs: Vec<_> = (0..10)
+            .map(|i| new_sync_queue(&mut b, i, later + Time::from(i) * 10 * MS))
+            .collect();
+        assert!(qs.iter().all(|&q| !b.q(q).burst.in_large_burst));
+        assert_eq!(b.burst.size, 0);
+        let mut idle = bfq(&DeviceInfo::hdd(), &[]);
+        let qs: Vec<_> = (0..10)
+            .map(|i| new_sync_queue(&mut idle, i, Time::from(i) * 10 * MS))
+            .collect();
+        assert!(qs.iter().all(|&q| idle.q(q).burst.in_large_burst));
+    }
+
+    // A queue of the burst list that is freed (its process exited) no longer counts in the burst's size.
+    #[test]
+    fn a_freed_member_leaves_the_burst_size() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let qs: Vec<_> = (0..3).map(|i| new_sync_queue(&mut b, i, Time::from(i) * MS)).collect();
+        assert_eq!(b.burst.size, 3);
+        b.burst_forget(qs[1]);
+        assert_eq!(b.burst.size, 2);
     }
 
     // Without low_latency nothing is tracked.

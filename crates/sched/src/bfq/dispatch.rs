@@ -37,8 +37,14 @@ impl Bfq {
         if Some(q) == self.in_service {
             self.in_serv_last_pos = Some(self.last_position);
         }
-        if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
-            self.budgets.autotune(peak, self.p.timeout_sync);
+        if rq.sync {
+            self.sync_in_driver += 1;
+        }
+        self.qm(q).slot_dispatched = self.q(q).slot_dispatched.saturating_add(1);
+        if !self.rules.v7_peak_rate_and_charge {
+            if let Some(peak) = self.peak.on_dispatch(rq.sector, rq.sectors, now, in_driver_before) {
+                self.budgets.autotune(peak, self.p.timeout_sync);
+            }
         }
         self.merge_on_dispatch(q, now);
         // FIFO: consulted once per slot.
@@ -65,7 +71,9 @@ impl Bfq {
         self.inject_on_dispatch(q, &rq, in_driver_before, now);
         if self.in_service == Some(q) {
             self.update_wr_data(q, now);
-            if self.q(q).class == IoClass::Idle && self.busy_queues > 1 {
+            let async_done =
+                self.rules.v7_async && !self.q(q).sync && self.q(q).slot_dispatched >= self.p.max_budget_async_rq;
+            if (self.q(q).class == IoClass::Idle || async_done) && self.busy_queues > 1 {
                 self.expire(q, Expiration::BudgetExhausted, now);
             }
         }
@@ -83,6 +91,7 @@ impl Bfq {
             return Decision::Nothing;
         }
         match self.select_queue(now) {
+            Pick::Serve(q) if self.v7_dispatch_held(q) => Decision::Nothing,
             Pick::Serve(q) => match self.dispatch_from(q, now) {
                 Some(rq) => Decision::Dispatch(rq),
                 None => Decision::Nothing,
@@ -92,6 +101,28 @@ impl Bfq {
                 _ => Decision::Nothing,
             },
         }
+    }
+
+    /// v7r2's limits on what the chosen queue may dispatch now (`bfq_dispatch_requests` of 2014): no async
+    /// request while sync requests are in the driver, and at most a quantum of 4 requests in the driver (one for
+    /// the IDLE class, `max_budget_async_rq` for an async queue) while other queues are busy, four times that
+    /// when the queue is alone.
+    fn v7_dispatch_held(&self, q: QueueId) -> bool {
+        if !self.rules.v7_async {
+            return false;
+        }
+        let qq = self.q(q);
+        if !qq.sync && self.sync_in_driver > 0 {
+            return true;
+        }
+        let max = if qq.class == IoClass::Idle {
+            1
+        } else if !qq.sync {
+            self.p.max_budget_async_rq
+        } else {
+            super::era::V7_QUANTUM
+        };
+        qq.dispatched >= max && (self.busy_queues > 1 || qq.dispatched >= 4 * max)
     }
 
     /// A dispatched request completed (`bfq_completed_request`): counters, the peak-rate and think-time
@@ -104,14 +135,23 @@ impl Bfq {
             self.q(s).has_short_ttime
                 && (self.q(s).dispatched as usize + self.q(s).rqs.len()) < idling::HW_QUEUE_THRESHOLD as usize
         });
-        self.hw.sample(self.rq_in_driver, self.queued as u32, small);
+        if self.rules.v7_hw_tag {
+            self.hw.sample_v7(self.rq_in_driver, self.queued as u32);
+        } else {
+            self.hw.sample(self.rq_in_driver, self.queued as u32, small);
+        }
         counter::dec(&mut self.rq_in_driver, "rq_in_driver");
+        if rq.sync {
+            counter::dec(&mut self.sync_in_driver, "sync_in_driver");
+        }
         if !self.is_live(q) {
             return;
         }
         counter::dec(&mut self.qm(q).dispatched, "queue dispatched");
-        if let Some(peak) = self.peak.on_completion(now) {
-            self.budgets.autotune(peak, self.p.timeout_sync);
+        if !self.rules.v7_peak_rate_and_charge {
+            if let Some(peak) = self.peak.on_completion(now) {
+                self.budgets.autotune(peak, self.p.timeout_sync);
+            }
         }
         self.qm(q).last_end_request = Some(now);
         self.softrt_on_completion(q, now);
@@ -119,6 +159,7 @@ impl Bfq {
         self.waker_on_completion(q, now);
         self.sync_counters(q);
         if self.in_service == Some(q) {
+            self.v7_arm_budget_timeout(q, now);
             if self.must_idle(q) {
                 if self.q(q).dispatched == 0 {
                     self.arm_timer(q, now);

@@ -22,6 +22,9 @@ pub const TTIME_VALID: u64 = 80;
 /// the device is taken to queue (`BFQ_HW_QUEUE_THRESHOLD`).
 pub const HW_QUEUE_THRESHOLD: u32 = 3;
 
+/// v7r2's `BFQ_HW_QUEUE_THRESHOLD`: 4 requests.
+pub const V7_HW_QUEUE_THRESHOLD: u32 = 4;
+
 /// NCQ samples needed for a verdict (`BFQ_HW_QUEUE_SAMPLES`).
 pub const HW_QUEUE_SAMPLES: u32 = 32;
 
@@ -105,6 +108,22 @@ impl HwTag {
         self.max_in_driver = 0;
         self.samples = 0;
     }
+    /// Takes a sample at a completion by v7r2's rules (`bfq_update_hw_tag` of 2014): a sample needs at least
+    /// [`V7_HW_QUEUE_THRESHOLD`] requests in the driver or queued, the verdict comes after 32 samples beyond the
+    /// first, and the device queues if it ever held more than that threshold in the driver.
+    pub fn sample_v7(&mut self, in_driver: u32, queued: u32) {
+        self.max_in_driver = self.max_in_driver.max(in_driver);
+        if self.hw_tag == Some(true) || in_driver + queued < V7_HW_QUEUE_THRESHOLD {
+            return;
+        }
+        self.samples += 1;
+        if self.samples <= HW_QUEUE_SAMPLES {
+            return;
+        }
+        self.hw_tag = Some(self.max_in_driver > V7_HW_QUEUE_THRESHOLD);
+        self.max_in_driver = 0;
+        self.samples = 0;
+    }
     /// `hw_tag` as the idling rules read it. Before a verdict the kernel's value is −1, which its tests read as
     /// true: unknown counts as queueing (a device never loaded with more than 3 requests is never sampled, so a
     /// few sync flows on an SSD must not be idled for one at a time).
@@ -159,9 +178,10 @@ pub fn boosts_throughput(f: &IdleFacts) -> bool {
     (f.rotational && !f.hw_tag) || ((f.rotational || !f.hw_tag) && !f.seeky && f.io_bound && f.short_ttime)
 }
 
-/// Whether idling is needed to preserve service guarantees (raised queue, or asymmetric weights/classes/groups).
+/// Whether idling is needed to preserve service guarantees (raised queue, asymmetric weights/classes/groups, or
+/// the queue is the only busy one: newest kernels idle then, so that its next request finds the device free).
 pub fn needed_for_guarantees(f: &IdleFacts) -> bool {
-    (f.raised && (f.wr_busy < f.busy || f.in_driver >= f.dispatched + 4)) || f.asymmetric
+    (f.raised && (f.wr_busy < f.busy || f.in_driver >= f.dispatched + 4)) || f.asymmetric || f.busy == 1
 }
 
 /// `better_to_idle`: the device should wait for this empty in-service queue's next request.
@@ -189,6 +209,18 @@ pub fn idle_slice(slice_idle: Time, seeky: bool, raised: bool, asymmetric: bool)
         sl = sl.max(WR_MIN_IDLE);
     }
     sl
+}
+
+/// v7r2's idle-timer length (ns): 3 x `slice_idle` for a raised queue; at most 2 ms for a non-raised queue that
+/// is seeky and received more than max_budget / 8 in its slot (`seeky_long_slot`); else `slice_idle`.
+pub fn idle_slice_v7(slice_idle: Time, seeky_long_slot: bool, raised: bool) -> Time {
+    if seeky_long_slot && !raised {
+        slice_idle.min(MIN_TT)
+    } else if raised {
+        slice_idle.saturating_mul(3)
+    } else {
+        slice_idle
+    }
 }
 
 #[cfg(test)]

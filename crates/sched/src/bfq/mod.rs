@@ -35,6 +35,7 @@
 
 pub mod budget;
 pub mod burst;
+pub mod era;
 pub mod fifo;
 pub mod idling;
 pub mod ids;
@@ -71,7 +72,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use tunables::Params;
 use wf2q::Wf2q;
 
-pub use tunables::TUNABLES;
+pub use era::{Era, Rules};
+pub use tunables::{TUNABLES, V7R2_TUNABLES};
 
 /// `weight = (IOPRIO_LEVELS - prio) * WEIGHT_CONVERSION_COEFF`: prio 0 → 80, default prio 4 → 40, prio 7 → 10.
 pub const WEIGHT_CONVERSION_COEFF: u32 = 10;
@@ -165,6 +167,15 @@ pub(crate) struct Queue {
     pub(crate) ttime: ThinkTime,
     /// Mean think time below `slice_idle` (or too few samples to tell).
     pub(crate) has_short_ttime: bool,
+    /// Decayed mean seek distance (v7r2's seekiness, [`Rules::seek_mean`]).
+    pub(crate) seek_mean: era::SeekMean,
+    /// v7r2's idle window ([`Rules::idle_window`]): set for a new sync queue, re-evaluated at some arrivals.
+    pub(crate) idle_window: bool,
+    /// v7r2: the slot has had no completion yet, so its budget timeout is not armed
+    /// ([`Rules::timeout_at_first_completion`]).
+    pub(crate) budget_new: bool,
+    /// Requests dispatched in the current slot (requests), for v7r2's async limit.
+    pub(crate) slot_dispatched: u32,
     /// Seekiness of the last 32 requests, one bit each (1 = seeky).
     pub(crate) seek_history: u32,
     /// End sector of the last enqueued request (sectors).
@@ -195,6 +206,15 @@ pub(crate) struct Queue {
 pub struct Bfq {
     /// Tunables, in internal units (ns, sectors).
     pub(crate) p: Params,
+    /// The rules of the era this policy follows.
+    pub(crate) rules: Rules,
+    /// v7r2: long slots sampled by the per-slot peak-rate estimator, up to [`era::V7_PEAK_RATE_SAMPLES`].
+    pub(crate) v7_rate_samples: u32,
+    /// v7r2: the device is in the slow speed class (its R x T product is the slow one).
+    pub(crate) v7_slow_device: bool,
+    /// The expiration in progress was triggered by the idle timer (`compensate` in the kernel): the slot's
+    /// charged interval ends where idling started.
+    pub(crate) timer_expiry: bool,
     /// The device is rotational.
     pub(crate) rotational: bool,
     /// Largest request the device accepts (sectors), the bound for request merging.
@@ -227,6 +247,8 @@ pub struct Bfq {
     pub(crate) wr_busy_queues: u32,
     /// Requests in the device (requests).
     pub(crate) rq_in_driver: u32,
+    /// Sync requests in the device (requests), for v7r2's rule against async dispatch while they are.
+    pub(crate) sync_in_driver: u32,
     /// Queued requests, merged parts counted individually (requests).
     queued: usize,
     /// Idle-timer deadline (ns).
@@ -268,11 +290,21 @@ pub struct Stats {
 }
 
 impl Bfq {
-    /// A BFQ policy for `dev` with the given parameters.
+    /// A BFQ policy of the newest kernel's rules for `dev` with the given parameters.
     pub fn new(dev: &DeviceInfo, p: Params) -> Self {
+        Self::with_era(dev, p, Era::Newest)
+    }
+
+    /// A BFQ policy following `era`'s rules for `dev` with the given parameters.
+    pub fn with_era(dev: &DeviceInfo, p: Params, era: Era) -> Self {
+        let rules = Rules::of(era);
         let mut b = Bfq {
             budgets: Budgets::new(p.max_budget),
             p,
+            rules,
+            v7_rate_samples: 0,
+            v7_slow_device: false,
+            timer_expiry: false,
             rotational: dev.rotational,
             max_sectors: dev.max_sectors.max(1),
             queue_depth: dev.queue_depth.max(1),
@@ -289,11 +321,16 @@ impl Bfq {
             busy_per_class: [0; 3],
             wr_busy_queues: 0,
             rq_in_driver: 0,
+            sync_in_driver: 0,
             queued: 0,
             timer: None,
             idle_start: 0,
             hw: HwTag::default(),
-            peak: PeakRate::new(dev.rotational),
+            peak: if rules.v7_peak_rate_and_charge {
+                PeakRate::with_peak(dev.rotational, era::V7_R_FAST[usize::from(!dev.rotational)])
+            } else {
+                PeakRate::new(dev.rotational)
+            },
             burst: burst::BurstState::default(),
             weights: BTreeMap::new(),
             groups_with_pending: 0,
@@ -312,9 +349,19 @@ impl Bfq {
         b
     }
 
-    /// Registry constructor.
+    /// Registry constructor of `bfq` (the newest kernel's rules).
     pub fn build(dev: &DeviceInfo, t: &TunableValues) -> Box<dyn Scheduler> {
         Box::new(Bfq::new(dev, Params::from_values(t)))
+    }
+
+    /// Registry constructor of `bfq-v7r2` (BFQ v7r2, Linux 3.13).
+    pub fn build_v7r2(dev: &DeviceInfo, t: &TunableValues) -> Box<dyn Scheduler> {
+        Box::new(Bfq::with_era(dev, Params::from_values(t), Era::V7r2))
+    }
+
+    /// The era whose rules this policy follows.
+    pub fn era(&self) -> Era {
+        self.rules.era
     }
 
     /// Sets the weight (1..=1000) of group `g` (created if new); applied lazily at its next (re)activation.
@@ -348,7 +395,10 @@ impl Bfq {
 
 impl Scheduler for Bfq {
     fn name(&self) -> &'static str {
-        "bfq"
+        match self.rules.era {
+            Era::Newest => "bfq",
+            Era::V7r2 => "bfq-v7r2",
+        }
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, _now: Time) {
@@ -390,7 +440,16 @@ impl Scheduler for Bfq {
     }
 
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
-        depth_limit(dir, sync, nr_requests, self.wr_busy_queues > 0)
+        if self.rules.depth_limits {
+            depth_limit(dir, sync, nr_requests, self.wr_busy_queues > 0)
+        } else {
+            nr_requests
+        }
+    }
+
+    fn separate_sync_pool(&self) -> bool {
+        // v7r2 ran on the legacy single-queue block layer (3.13), with its separate sync and async pools.
+        self.rules.era == Era::V7r2
     }
 
     fn check_invariants(&self) -> Result<(), crate::scheduler::InvariantViolation> {

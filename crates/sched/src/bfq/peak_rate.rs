@@ -56,6 +56,8 @@ pub struct PeakRate {
     sectors: u64,
     max_rq: u64,
     first_dispatch: Time,
+    /// Time from the window's first dispatch to its latest one (ns): where a window that closes early ends.
+    delta_from_first: Time,
     last_dispatch: Time,
     last_position: u64,
     /// Time of the last completion (ns).
@@ -78,10 +80,20 @@ impl PeakRate {
             sectors: 0,
             max_rq: 0,
             first_dispatch: 0,
+            delta_from_first: 0,
             last_dispatch: 0,
             last_position: 0,
             last_completion: 0,
             rotational,
+        }
+    }
+
+    /// An estimator starting from `peak` (sectors/µs << 16) instead of the newest kernel's 2/3 of the reference
+    /// rate (v7r2 starts from its fast reference rate).
+    pub fn with_peak(rotational: bool, peak: u64) -> Self {
+        PeakRate {
+            peak: peak.max(1),
+            ..Self::new(rotational)
         }
     }
 
@@ -100,15 +112,20 @@ impl PeakRate {
         self.sectors = u64::from(sectors);
         self.max_rq = u64::from(sectors);
         self.first_dispatch = now;
+        self.delta_from_first = 0;
         self.last_dispatch = now;
     }
 
     /// Closes the window: computes the rate if the window is long and populated enough and folds it into the
     /// peak with a weight that grows with the window's length and sequentiality. Returns the new peak if it
-    /// changed. Restarts the window with a dispatch of `sectors` (0 for none).
+    /// changed. Restarts the window at `now` with a dispatch of `sectors` (0 for none).
+    ///
+    /// The window ends at its latest dispatch, or its latest completion if that is later
+    /// (`bfq_update_rate_reset`): a window closed early by a long gap or a slow completion does not count the
+    /// gap, so an idle period does not lower the estimate.
     fn update_and_reset(&mut self, now: Time, sectors: u32) -> Option<u64> {
         let mut out = None;
-        let from_first = now.saturating_sub(self.first_dispatch);
+        let from_first = self.delta_from_first;
         if self.samples >= MIN_SAMPLES && from_first >= MIN_WINDOW {
             let interval = from_first.max(self.last_completion.saturating_sub(self.first_dispatch));
             let us = (interval / US).max(1);
@@ -147,7 +164,8 @@ impl PeakRate {
             } else {
                 self.max_rq = self.max_rq.max(u64::from(sectors));
             }
-            if now.saturating_sub(self.first_dispatch) >= TARGET_WINDOW {
+            self.delta_from_first = now.saturating_sub(self.first_dispatch);
+            if self.delta_from_first >= TARGET_WINDOW {
                 self.update_and_reset(now, sectors)
             } else {
                 None
@@ -217,6 +235,25 @@ mod tests {
             q.on_dispatch(i * 8, 8, i * 200 * MS, 1);
         }
         assert_eq!(q.peak, 22_000);
+    }
+
+    // A window of sequential dispatches (256 sectors every ms for 400 ms, then nothing) closed by a dispatch
+    // after a 500 ms gap: the rate is measured over the 400 ms the device worked, not the 900 ms including the
+    // gap. The new peak therefore moves from the initial 9333 towards 256 sectors/ms (16777), i.e. up; counting the
+    // gap would have given 7456, a fall.
+    #[test]
+    fn a_window_closed_by_a_gap_ends_at_its_last_dispatch() {
+        let mut p = PeakRate::new(true);
+        let before = p.peak;
+        for i in 0..=400u64 {
+            let now = i * MS;
+            p.on_completion(now);
+            assert_eq!(p.on_dispatch(i * 256, 256, now, 1), None);
+        }
+        let r = p
+            .on_dispatch(1 << 30, 256, 900 * MS, 0)
+            .expect("the gap closes the window");
+        assert!(r > before, "peak {before} -> {r}: the gap was counted");
     }
 
     // Seekiness: > 800 sectors away, and on SSDs only for small requests.

@@ -102,12 +102,12 @@ impl Bfq {
         let Some(to) = self.find_cooperator(q, rq.sector) else {
             return q;
         };
-        self.merge_queues(flow, q, to);
+        self.merge_queues(flow, q, to, now);
         to
     }
 
     /// Redirects `flow` from `from` to `to`, saving its state for a later split.
-    pub(crate) fn merge_queues(&mut self, flow: FlowId, from: QueueId, to: QueueId) {
+    pub(crate) fn merge_queues(&mut self, flow: FlowId, from: QueueId, to: QueueId, now: Time) {
         let f = self.q(from);
         let saved = Saved {
             ttime: f.ttime,
@@ -130,6 +130,10 @@ impl Bfq {
             w.last_start_finish = from_wr.last_start_finish;
             w.cur_max_time = from_wr.cur_max_time;
             w.service_from_wr = from_wr.service_from_wr;
+        }
+        // The source gives its raising to the shared queue (or loses it): it must not count twice.
+        if self.q(from).wr.coeff > 1 {
+            self.end_wr(from, now);
         }
         self.qm(to).refs += 1;
         self.qm(to).merge.coop = true;
@@ -296,7 +300,7 @@ mod tests {
         b.groups[0].pos.clear();
         b.qm(a).seek_history = 0b1011;
         b.set_wr_coeff(a, 30);
-        b.merge_queues(FlowId(1), a, c);
+        b.merge_queues(FlowId(1), a, c, 0);
         assert_eq!(b.flows[&1].sync_q, Some(c));
         assert_eq!(b.q(c).refs, 2);
         assert!(b.q(c).merge.coop);

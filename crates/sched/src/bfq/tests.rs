@@ -390,18 +390,26 @@ fn ssd_readers(n: u32, depth: u32, size: u32, gap: u64, think: Time) -> Vec<Proc
         .collect()
 }
 
-// On a queueing SSD (non-rotational, NCQ detected) with equal weights and no raised queue, BFQ never idles:
-// the device keeps itself busy with other queues' requests. Before NCQ is detected it may idle.
+// On a queueing SSD (non-rotational, NCQ detected) with equal weights and no raised queue, idling cannot boost
+// throughput and the newest kernel idles only when the in-service queue is the only busy one
+// (`idling_needed_for_service_guarantees`: tot_busy_queues == 1), a wait that a second queue's arrival ends at once
+// by preemption. So idling costs no throughput: the same readers move at least 95 % of the sectors they move with
+// idling off (slice_idle=0), and the device still holds several readers' requests at once.
 #[test]
 fn no_idling_on_queueing_ssd_symmetric() {
-    let procs = ssd_readers(4, 4, 64, 64, 50 * US);
-    let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
-    sim.run_until(500 * MS);
-    assert_eq!(sim.b.hw.hw_tag, Some(true), "NCQ detected");
-    let before = sim.waits.len();
-    sim.run_until(2 * SEC);
-    assert_eq!(sim.waits.len(), before, "idled on a queueing SSD");
-    assert!(sim.max_in_dev > 4);
+    let run = |tun: &[&str]| {
+        let procs = ssd_readers(4, 4, 64, 64, 50 * US);
+        let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), tun), TestDev::ssd(), 32, procs);
+        sim.run_until(500 * MS);
+        assert_eq!(sim.b.hw.hw_tag, Some(true), "NCQ detected");
+        sim.measure_from = 500 * MS;
+        sim.run_until(2 * SEC);
+        (sim.served.values().sum::<u64>(), sim.max_in_dev)
+    };
+    let (idling, depth) = run(&["low_latency=0"]);
+    let (no_idling, _) = run(&["low_latency=0", "slice_idle=0"]);
+    assert!(idling * 100 >= no_idling * 95, "{idling} vs {no_idling} sectors");
+    assert!(depth > 4);
 }
 
 // Asymmetric weights: on the same queueing SSD, a queue heavier than the lightest one does idle (otherwise the
@@ -552,6 +560,40 @@ fn next_rq(b: &mut Bfq, now: Time) -> Request {
 
 fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
     Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
+}
+
+// Back-shift on activation (fidelity.md §1, bug 1): a queue that expired empty with budget left is back-shifted
+// only if it comes back within 3 x slice_idle (`bfq_bfqq_update_budg_for_activation`). With slice_idle = 0 no
+// return is in time, so flow 1, which expired empty while flow 2 kept the disk busy (pushing the virtual time
+// past flow 1's finish), restarts at the system virtual time, not at its old finish time.
+#[test]
+fn a_queue_that_comes_back_late_is_not_back_shifted() {
+    let mut b = bfq(&hdd1(), &["slice_idle=0", "low_latency=0"]);
+    for f in [1, 2] {
+        b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+    }
+    b.insert(read(1, 1, 0, 8), 0);
+    let r = next_rq(&mut b, 0);
+    b.completed(&r, MS);
+    let q1 = b.flows[&1].sync_q.unwrap();
+    assert!(b.q(q1).non_blocking_wait_rq, "expired empty with budget left");
+    let mut now = MS;
+    for i in 0..200u64 {
+        b.insert(read(100 + i, 2, 1_000_000 + i * 8, 8), now);
+        let r = next_rq(&mut b, now);
+        now += MS;
+        b.completed(&r, now);
+    }
+    now += SEC;
+    b.insert(read(2, 1, 8, 8), now);
+    let e = b.q(q1).entity;
+    let start = b.wf.entity(e).unwrap().start;
+    let vtime = b.wf.vtime_of(e);
+    assert!(
+        !wf2q::vt_gt(vtime, start),
+        "back-shifted: start {start} below the virtual time {vtime}"
+    );
+    checked(&b);
 }
 
 // The FIFO is consulted once per slot, after the slot's first dispatch: with every request expired, the first
@@ -839,16 +881,23 @@ mod robustness {
 }
 
 // Three sync readers with one request each never load an SSD with more than 3 requests, so NCQ detection never
-// gets a sample and hw_tag stays unknown. Unknown counts as queueing (the kernel starts at -1): with equal weights
-// BFQ must not idle for each reader in turn, which would serve the SSD at queue depth 1.
+// gets a sample and hw_tag stays unknown. Unknown counts as queueing (the kernel starts at -1): idling cannot boost
+// throughput, and the only idling left is the newest kernel's wait for a queue that is the only busy one, which
+// the next reader's arrival cuts short. So the readers keep all three requests in the device and move at least
+// 95 % of what they move with idling off.
 #[test]
 fn unknown_queueing_on_ssd_does_not_idle() {
-    let procs = ssd_readers(3, 1, 32, 0, 20 * US);
-    let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), &["low_latency=0"]), TestDev::ssd(), 32, procs);
-    sim.run_until(2 * SEC);
-    assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
-    assert!(sim.waits.is_empty(), "idled {} times", sim.waits.len());
-    assert_eq!(sim.max_in_dev, 3, "all three readers keep a request in the device");
+    let run = |tun: &[&str]| {
+        let procs = ssd_readers(3, 1, 32, 0, 20 * US);
+        let mut sim = Sim::new(bfq(&DeviceInfo::ssd(), tun), TestDev::ssd(), 32, procs);
+        sim.run_until(2 * SEC);
+        assert_eq!(sim.b.hw.hw_tag, None, "never sampled");
+        (sim.served.values().sum::<u64>(), sim.max_in_dev)
+    };
+    let (idling, depth) = run(&["low_latency=0"]);
+    let (no_idling, _) = run(&["low_latency=0", "slice_idle=0"]);
+    assert!(idling * 100 >= no_idling * 95, "{idling} vs {no_idling} sectors");
+    assert_eq!(depth, 3, "all three readers keep a request in the device");
 }
 
 // A deliberately broken counter is caught: after real traffic the invariants hold, and once the busy-queue count

@@ -103,6 +103,109 @@ pub static TUNABLES: [TunableSpec; 16] = [
     ),
 ];
 
+/// The tunables of BFQ v7r2 (its sysfs `bfq_attrs`, 2014) with v7r2's defaults: no `slice_idle_us` or
+/// `strict_guarantees` (later additions), and `max_budget_async_rq` and `timeout_async`, which later kernels
+/// dropped. The read-only `weights` file is not a tunable.
+pub static V7R2_TUNABLES: [TunableSpec; 16] = [
+    TunableSpec::new("slice_idle", 8, 0, 1000, "ms", "idle wait for an emptied sync queue"),
+    TunableSpec::new("timeout_sync", 125, 1, 10_000, "ms", "budget timeout of a sync slot"),
+    TunableSpec::new("timeout_async", 40, 0, 10_000, "ms", "budget timeout of an async slot"),
+    TunableSpec::new(
+        "max_budget",
+        0,
+        0,
+        1 << 24,
+        "sectors",
+        "largest budget; 0 = autotuned to peak rate x timeout_sync",
+    ),
+    TunableSpec::new(
+        "max_budget_async_rq",
+        4,
+        1,
+        1 << 20,
+        "requests",
+        "requests an async slot may dispatch while other queues are busy",
+    ),
+    TunableSpec::new(
+        "fifo_expire_sync",
+        125,
+        1,
+        60_000,
+        "ms",
+        "per-queue FIFO deadline of sync requests",
+    ),
+    TunableSpec::new(
+        "fifo_expire_async",
+        250,
+        1,
+        60_000,
+        "ms",
+        "per-queue FIFO deadline of async requests",
+    ),
+    TunableSpec::new(
+        "back_seek_max",
+        16384,
+        0,
+        1 << 30,
+        "KiB",
+        "longest backward seek preferred to a forward one",
+    ),
+    TunableSpec::new(
+        "back_seek_penalty",
+        2,
+        1,
+        1000,
+        "x",
+        "cost multiplier of a backward seek distance",
+    ),
+    TunableSpec::flag(
+        "low_latency",
+        true,
+        "weight raising of interactive and soft real-time queues",
+    ),
+    TunableSpec::new(
+        "wr_coeff",
+        20,
+        1,
+        1000,
+        "x",
+        "weight-raising multiplier (interactive and soft real-time)",
+    ),
+    TunableSpec::new(
+        "wr_max_time",
+        0,
+        0,
+        600_000,
+        "ms",
+        "interactive raising length; 0 = R x T / peak rate",
+    ),
+    TunableSpec::new("wr_rt_max_time", 300, 1, 60_000, "ms", "soft real-time raising length"),
+    TunableSpec::new(
+        "wr_min_idle_time",
+        2000,
+        0,
+        600_000,
+        "ms",
+        "idleness that makes a queue interactive",
+    ),
+    TunableSpec::new(
+        "wr_min_inter_arr_async",
+        500,
+        0,
+        600_000,
+        "ms",
+        "gap between async arrivals that raises an async queue",
+    ),
+    TunableSpec::new(
+        "wr_max_softrt_rate",
+        7000,
+        0,
+        1 << 24,
+        "sectors/s",
+        "bandwidth cap of a soft real-time queue; 0 disables soft real-time raising",
+    ),
+];
+
 /// Default `slice_idle_us` (µs); a different value means the user set it.
 const SLICE_IDLE_US_DEFAULT: i64 = 8000;
 
@@ -143,6 +246,10 @@ pub struct Params {
     pub wr_min_inter_arr_async: Time,
     /// Soft real-time bandwidth cap (sectors/s); 0 disables soft real-time raising.
     pub wr_max_softrt_rate: u64,
+    /// Budget timeout of an async slot (ns); v7r2 only (the newest kernel uses `timeout_sync` for both).
+    pub timeout_async: Time,
+    /// Requests an async slot may dispatch while other queues are busy (requests); v7r2 only.
+    pub max_budget_async_rq: u32,
 }
 
 fn ms(v: i64) -> Time {
@@ -152,13 +259,13 @@ fn ms(v: i64) -> Time {
 impl Params {
     /// Converts parsed sysfs values.
     pub fn from_values(t: &TunableValues) -> Self {
-        let us = t.get("slice_idle_us");
+        let us = t.get_or("slice_idle_us", SLICE_IDLE_US_DEFAULT);
         let mut slice_idle = if us != SLICE_IDLE_US_DEFAULT {
             (us.max(0) as Time) * US
         } else {
             ms(t.get("slice_idle"))
         };
-        let strict = t.flag("strict_guarantees");
+        let strict = t.get_or("strict_guarantees", 0) != 0;
         if strict {
             slice_idle = slice_idle.max(STRICT_MIN_SLICE_IDLE);
         }
@@ -177,6 +284,8 @@ impl Params {
             wr_min_idle_time: ms(t.get("wr_min_idle_time")),
             wr_min_inter_arr_async: ms(t.get("wr_min_inter_arr_async")),
             wr_max_softrt_rate: t.get("wr_max_softrt_rate").max(0) as u64,
+            timeout_async: ms(t.get_or("timeout_async", t.get("timeout_sync"))).max(MS),
+            max_budget_async_rq: t.get_or("max_budget_async_rq", 4).clamp(1, 1 << 20) as u32,
         }
     }
 }
@@ -206,6 +315,19 @@ mod tests {
             (p.wr_coeff, p.wr_rt_max_time, p.wr_max_softrt_rate),
             (30, 300 * MS, 7000)
         );
+    }
+
+    // v7r2's defaults: 20x raising, a 40 ms async timeout and 4 async requests per slot; the shared ones equal.
+    #[test]
+    fn v7r2_defaults() {
+        let v = TunableValues::parse("bfq-v7r2", &V7R2_TUNABLES, &DeviceInfo::hdd(), &[] as &[&str]).unwrap();
+        let p = Params::from_values(&v);
+        assert_eq!((p.wr_coeff, p.timeout_async, p.max_budget_async_rq), (20, 40 * MS, 4));
+        assert_eq!(
+            (p.slice_idle, p.timeout_sync, p.fifo_expire),
+            (8 * MS, 125 * MS, [250 * MS, 125 * MS])
+        );
+        assert!(!p.strict_guarantees && p.low_latency);
     }
 
     // slice_idle_us wins when set; strict_guarantees raises slice_idle to at least 8 ms.

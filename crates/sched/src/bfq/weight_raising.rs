@@ -91,13 +91,39 @@ pub fn wr_duration(rotational: bool, peak_rate: u64) -> Time {
     d.clamp(WR_DURATION_MIN, WR_DURATION_MAX)
 }
 
+/// v7r2's interactive raising length (ns): `R x T / peak_rate` with the reference pair (R, T) of the device's
+/// kind and speed class ([`super::era::V7_R_FAST`] and the tables beside it), without v5's 3..25 s clamp. On a
+/// fast rotational disk at R = 17415 that is T = 5.5 s.
+pub fn wr_duration_v7(rotational: bool, slow: bool, peak_rate: u64) -> Time {
+    use super::era::{V7_R_FAST, V7_R_SLOW, V7_T_FAST_MS, V7_T_SLOW_MS};
+    let k = usize::from(!rotational);
+    let (r, t) = if slow {
+        (V7_R_SLOW[k], V7_T_SLOW_MS[k])
+    } else {
+        (V7_R_FAST[k], V7_T_FAST_MS[k])
+    };
+    let d = u128::from(r) * u128::from(t) * u128::from(MS) / u128::from(peak_rate.max(1));
+    d.min(u128::from(u64::MAX)) as Time
+}
+
 impl Bfq {
     /// Current interactive raising length (ns): the `wr_max_time` override or [`wr_duration`].
     pub(crate) fn wr_duration(&self) -> Time {
         if self.p.wr_max_time > 0 {
             self.p.wr_max_time
+        } else if self.rules.v7_weight_raising {
+            wr_duration_v7(self.rotational, self.v7_slow_device, self.peak.peak)
         } else {
             wr_duration(self.rotational, self.peak.peak)
+        }
+    }
+
+    /// The raising coefficient of a soft real-time queue: `wr_coeff` x 100 (newest), `wr_coeff` (v7r2).
+    pub(crate) fn softrt_coeff(&self) -> u32 {
+        if self.rules.v7_weight_raising {
+            self.p.wr_coeff.max(2)
+        } else {
+            self.p.wr_coeff.max(2) * super::tunables::SOFTRT_WR_FACTOR
         }
     }
 
@@ -133,8 +159,9 @@ impl Bfq {
             && qq
                 .became_idle_at
                 .is_none_or(|t| now > t.saturating_add(self.p.wr_min_idle_time));
+        let seeky_test = !self.rules.v7_weight_raising && super::idling::totally_seeky(qq.seek_history);
         let soft_rt = self.p.wr_max_softrt_rate > 0
-            && !super::idling::totally_seeky(qq.seek_history)
+            && !seeky_test
             && !in_burst
             && qq.dispatched == 0
             && now > qq.wr.soft_rt_next_start;
@@ -144,7 +171,13 @@ impl Bfq {
     /// Starts or renews raising on an idle→busy switch (`bfq_update_bfqq_wr_on_rq_arrival`).
     pub(crate) fn wr_on_arrival(&mut self, q: QueueId, interactive: bool, soft_rt: bool, now: Time) {
         let qq = self.q(q);
-        if !self.p.low_latency || !qq.sync || qq.merge.coop {
+        // A queue starts raising only if it is sync and not shared; a raised one (async raising included) is
+        // renewed or ended at its idle-to-busy switch whatever its kind (`bfq_update_bfqq_wr_on_rq_arrival`).
+        if !self.p.low_latency || (qq.wr.coeff == 1 && (!qq.sync || qq.merge.coop)) {
+            return;
+        }
+        if self.rules.v7_weight_raising {
+            self.wr_on_arrival_v7(q, interactive, soft_rt, now);
             return;
         }
         if qq
@@ -172,7 +205,7 @@ impl Bfq {
                 w.start_at_switch_to_srt = None;
                 cut_budget(self);
             } else if soft_rt {
-                self.set_wr_coeff(q, self.p.wr_coeff.max(2) * super::tunables::SOFTRT_WR_FACTOR);
+                self.set_wr_coeff(q, self.softrt_coeff());
                 let rt = self.p.wr_rt_max_time;
                 let w = &mut self.qm(q).wr;
                 w.kind = WrKind::SoftRt;
@@ -188,9 +221,11 @@ impl Bfq {
             w.kind = WrKind::Interactive;
             w.cur_max_time = dur;
             w.last_start_finish = now;
+        } else if self.q(q).burst.in_large_burst {
+            self.end_wr(q, now);
         } else if soft_rt {
             let was = self.q(q).wr;
-            self.set_wr_coeff(q, self.p.wr_coeff.max(2) * super::tunables::SOFTRT_WR_FACTOR);
+            self.set_wr_coeff(q, self.softrt_coeff());
             let rt = self.p.wr_rt_max_time;
             let w = &mut self.qm(q).wr;
             if was.kind == WrKind::Interactive {
@@ -199,6 +234,44 @@ impl Bfq {
             w.kind = WrKind::SoftRt;
             w.cur_max_time = rt;
             w.last_start_finish = now;
+        }
+    }
+
+    /// v7r2's raising at an idle-to-busy switch: a non-raised queue idle long enough (interactive) or soft
+    /// real-time starts raising with `wr_coeff` for the interactive length or `wr_rt_max_time`, its budget
+    /// untouched; a raised queue that is interactive again restarts its length; a soft real-time period ends
+    /// when the queue is no longer soft real-time; a raised queue whose remaining time is below
+    /// `wr_rt_max_time` and that is soft real-time starts a soft real-time period.
+    fn wr_on_arrival_v7(&mut self, q: QueueId, interactive: bool, soft_rt: bool, now: Time) {
+        let w = self.q(q).wr;
+        let rt = self.p.wr_rt_max_time;
+        if w.coeff == 1 {
+            if !(interactive || soft_rt) {
+                return;
+            }
+            let dur = if interactive { self.wr_duration() } else { rt };
+            self.set_wr_coeff(q, self.p.wr_coeff.max(2));
+            let ws = &mut self.qm(q).wr;
+            ws.kind = if interactive {
+                WrKind::Interactive
+            } else {
+                WrKind::SoftRt
+            };
+            ws.cur_max_time = dur;
+            ws.last_start_finish = now;
+            ws.service_from_wr = 0;
+        } else if interactive {
+            let dur = self.wr_duration();
+            let ws = &mut self.qm(q).wr;
+            ws.kind = WrKind::Interactive;
+            ws.cur_max_time = dur;
+        } else if w.kind == WrKind::SoftRt && !soft_rt {
+            self.end_wr(q, now);
+        } else if soft_rt && w.last_start_finish.saturating_add(w.cur_max_time) < now.saturating_add(rt) {
+            let ws = &mut self.qm(q).wr;
+            ws.kind = WrKind::SoftRt;
+            ws.last_start_finish = now;
+            ws.cur_max_time = rt;
         }
     }
 
@@ -259,6 +332,13 @@ impl Bfq {
             self.end_wr(q, now);
             return;
         }
+        if self.rules.v7_weight_raising {
+            // v7r2 ends raising on time only.
+            if now > w.last_start_finish.saturating_add(w.cur_max_time) {
+                self.end_wr(q, now);
+            }
+            return;
+        }
         if now > w.last_start_finish.saturating_add(w.cur_max_time) {
             let dur = self.wr_duration();
             match (w.kind, w.start_at_switch_to_srt) {
@@ -293,6 +373,10 @@ impl Bfq {
         let by_gap = now
             .saturating_add(self.p.slice_idle)
             .saturating_add(SOFTRT_NEXT_START_MARGIN);
+        if self.rules.v7_weight_raising {
+            // v7r2 does not keep a later earlier-computed start.
+            return by_rate.max(by_gap);
+        }
         w.soft_rt_next_start.max(by_rate).max(by_gap)
     }
 

@@ -818,6 +818,18 @@ impl Wf2q {
         self.served(e, charge.saturating_sub(service));
     }
 
+    /// The system virtual time (fixed point) of the service tree entity `e` is scheduled on, for tests.
+    #[cfg(test)]
+    pub fn vtime_of(&mut self, e: EntityId) -> u64 {
+        self.st(e).vtime
+    }
+
+    /// Weight in force (weight units) of group `sd`'s own entity; `None` for the root group, which has none.
+    pub fn group_weight(&self, sd: SdId) -> Option<u32> {
+        let g = self.sds.get(sd.slot()).and_then(|x| x.owner)?;
+        self.ents.get(g).map(|x| x.weight)
+    }
+
     /// Sets the weight (weight units) of group `sd`'s own entity, applied lazily like [`Wf2q::set_weight`]. The
     /// root group has no entity: nothing happens.
     pub fn set_group_weight(&mut self, sd: SdId, weight: u32) {
