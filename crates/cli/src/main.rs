@@ -271,8 +271,13 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     println!();
     println!("Checklist of the seeds' claims:");
     let passed = items.iter().filter(|i| i.pass).count();
+    let verdict = |pass: bool| if pass { "PASS" } else { "FAIL" };
     for i in &items {
-        println!("  {} {}  [{}]", if i.pass { "PASS" } else { "FAIL" }, i.text, i.detail);
+        println!("  {} {}  [{}]", verdict(i.pass), i.text, i.detail);
+        if let Some(n) = &i.newest {
+            println!("       newest: {} {}  [{}]", verdict(n.pass), n.text, n.detail);
+            println!("       eras differ: {}", n.differs);
+        }
     }
     println!("{passed} of {} claims pass.", items.len());
     Ok(())

@@ -2,7 +2,7 @@
 //! seeds' claims computed from the measurements.
 
 use crate::benchmarks::Zones;
-use crate::report::{is_idle_workload, ChecklistItem, Quantity, SourceNote};
+use crate::report::{is_idle_workload, ChecklistItem, EraCheck, Quantity, SourceNote};
 use crate::result::{Benchmark, RunResult};
 use crate::scenario::Era;
 use crate::suite::default_throughput_duration;
@@ -11,7 +11,16 @@ use crate::target::Target;
 use bfq_workload::workloads::WorkloadSpec;
 
 /// Every scheduler the seeds and modern users compare, in report order.
-pub const SCHEDULERS: [&str; 7] = ["bfq", "cfq", "deadline", "noop", "anticipatory", "mq-deadline", "kyber"];
+pub const SCHEDULERS: [&str; 8] = [
+    "bfq",
+    "bfq-v7r2",
+    "cfq",
+    "deadline",
+    "noop",
+    "anticipatory",
+    "mq-deadline",
+    "kyber",
+];
 
 /// The heavy background workloads of the published figures.
 pub const HEAVY: [&str; 4] = ["10r-seq", "10r-rand", "5r5w-seq", "5r5w-rand"];
@@ -149,7 +158,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
         &[Zones::Outer, Zones::Inner, Zones::Mixed]
     };
     for &z in zones {
-        for s in ["bfq", "cfq"] {
+        for s in ["bfq", "bfq-v7r2", "cfq"] {
             if bfq_sched::find(s).is_none() {
                 continue;
             }
@@ -407,10 +416,17 @@ pub struct Claim {
     pub source: &'static str,
     /// The claim, in a sentence.
     pub description: &'static str,
-    /// Evaluates the claim on the measurements: one checklist line per device, workload or run it applies to
-    /// (none when the measurements do not cover it).
-    pub check: fn(&Evidence) -> Vec<ChecklistItem>,
+    /// Evaluates the claim on the measurements with the named BFQ policy (`bfq` or `bfq-v7r2`): one checklist line
+    /// per device, workload or run it applies to (none when the measurements do not cover it).
+    pub check: fn(&Evidence, &str) -> Vec<ChecklistItem>,
+    /// For a claim about BFQ: where BFQ v7r2 (the era the seed measured, which decides PASS or FAIL) and the newest
+    /// BFQ differ for this claim, and why, from their code. `None` for claims about the other schedulers.
+    pub eras: Option<&'static str>,
 }
+
+/// The BFQ the seeds measured: v7r2 for seed 004 and its companions (seed 001), and the nearest era this project
+/// models for the 2010 releases of seed 000.
+pub const SEED_ERA_BFQ: &str = "bfq-v7r2";
 
 /// The seeds' claims, in checklist order.
 pub const CLAIMS: [Claim; 8] = [
@@ -420,6 +436,9 @@ pub const CLAIMS: [Claim; 8] = [
         description: "xterm starts 5-14x faster with bfq than with cfq under heavy workloads on the Seagate HDD and \
                       its RAID1",
         check: startup_vs_cfq,
+        eras: Some(
+            "both raise a new application's queues (v7r2 x20 for R x T / peak rate, about 5.3 s on this disk; newest x30 for 3-25 s) and cfq does not; newest also preempts the queue in service for a raised newcomer and injects while idling",
+        ),
     },
     Claim {
         id: "startup-near-idle",
@@ -427,6 +446,9 @@ pub const CLAIMS: [Claim; 8] = [
         description: "with bfq an application starts within 1.5x of its idle time under every workload (the heavy \
                       application: every one but 5r5w-seq)",
         check: startup_near_idle,
+        eras: Some(
+            "v7r2 never preempts and keeps one request per idle window in the drive; newest may preempt for a raised queue, limits the tags of async writes (bfq_limit_depth) and ends raising after 120 000 sectors",
+        ),
     },
     Claim {
         id: "hdd-seq-throughput",
@@ -434,12 +456,18 @@ pub const CLAIMS: [Claim; 8] = [
         description: "with sequential workloads on HDDs bfq's throughput is at least cfq's and above deadline's and \
                       noop's",
         check: hdd_seq_throughput,
+        eras: Some(
+            "both idle for sequential readers on an HDD; v7r2 limits a queue to a quantum of 4 requests in the drive while others are busy and charges async writes x11 (newest x3)",
+        ),
     },
     Claim {
         id: "hdd-rand-throughput",
         source: "seed 004, figure 1",
         description: "with 10 random readers on HDDs bfq reaches about half the others' throughput",
         check: hdd_rand_throughput,
+        eras: Some(
+            "v7r2 keeps a random reader's idle window set (the re-evaluation needs more than max_budget/8 of service in a slot, which a 4 KiB random reader never gets) and idles after each request, so the NCQ drive sees one request; newest does not idle for seeky queues on a queueing disk unless guarantees need it (bfq_better_to_idle)",
+        ),
     },
     Claim {
         id: "ssd-throughput-loss",
@@ -447,12 +475,18 @@ pub const CLAIMS: [Claim; 8] = [
         description: "on the SSD bfq loses at most 0.05% of the best throughput with sequential readers and at most \
                       6% with random ones",
         check: ssd_throughput_loss,
+        eras: Some(
+            "v7r2 does not idle on a queueing non-rotational device unless the queue is raised; newest idles only for guarantees (a raised queue, asymmetric weights, or the only busy queue) and injects meanwhile",
+        ),
     },
     Claim {
         id: "fairness-by-weight",
         source: "seed 000",
         description: "bfq distributes throughput by weight, independently of the disk zone of the files",
         check: fairness_by_weight,
+        eras: Some(
+            "v7r2 charges a full budget to slow or timed-out queues (and its slow test is inverted); newest charges time up to the timeout and idles in asymmetric scenarios",
+        ),
     },
     Claim {
         id: "heavy-app-x",
@@ -460,12 +494,14 @@ pub const CLAIMS: [Claim; 8] = [
         description: "on the HDDs the heavy application does not start within 60 s with cfq, deadline or noop under \
                       any heavy workload",
         check: heavy_app_x,
+        eras: None,
     },
     Claim {
         id: "iozone-one-thread",
         source: "seed 003, test 1",
         description: "with one iozone thread the schedulers are within 9.6% of each other in every phase",
         check: iozone_one_thread,
+        eras: None,
     },
 ];
 
@@ -492,14 +528,38 @@ impl<'a> Evidence<'a> {
     }
 }
 
-/// The checklist of the seeds' claims: every claim of [`CLAIMS`] evaluated on `rs`, in table order.
+/// The checklist of the seeds' claims: every claim of [`CLAIMS`] evaluated on `rs`, in table order. A claim about
+/// BFQ is judged with the era the seed measured ([`SEED_ERA_BFQ`]) when `rs` has its runs, and each of its lines
+/// carries the newest `bfq`'s figure and verdict beside it, with where the two eras differ; without runs of the
+/// seed's era it is judged with `bfq` alone.
 pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
     let evidence = Evidence::new(rs);
-    CLAIMS.iter().flat_map(|claim| (claim.check)(&evidence)).collect()
+    let has_seed_era = rs.iter().any(|r| r.scheduler == SEED_ERA_BFQ);
+    let mut out = Vec::new();
+    for claim in &CLAIMS {
+        let newest = (claim.check)(&evidence, "bfq");
+        match claim.eras {
+            Some(why) if has_seed_era => {
+                let seed = (claim.check)(&evidence, SEED_ERA_BFQ);
+                let mut newest = newest.into_iter();
+                for mut item in seed {
+                    item.newest = newest.next().map(|n| EraCheck {
+                        pass: n.pass,
+                        text: n.text,
+                        detail: n.detail,
+                        differs: why.to_string(),
+                    });
+                    out.push(item);
+                }
+            }
+            _ => out.extend(newest),
+        }
+    }
+    out
 }
 
 /// Start-up with bfq 5-14x lower than with cfq under heavy loads.
-fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
+fn startup_vs_cfq(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     for dev in ev
@@ -508,10 +568,8 @@ fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
         .filter(|d| d.as_str() == "seagate-hdd" || d.as_str() == "seagate-raid1")
     {
         for wl in HEAVY {
-            let (Some(Some(b)), Some(c)) = (
-                startup(rs, dev, "bfq", "xterm", wl),
-                startup(rs, dev, "cfq", "xterm", wl),
-            ) else {
+            let (Some(Some(b)), Some(c)) = (startup(rs, dev, bfq, "xterm", wl), startup(rs, dev, "cfq", "xterm", wl))
+            else {
                 continue;
             };
             let (ratio, shown) = match c {
@@ -519,10 +577,10 @@ fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
                 None => (f64::INFINITY, format!("> {:.0}x (cfq: X)", 60.0 / b)),
             };
             out.push(ChecklistItem::new(
-                format!("xterm start-up under {wl}, {dev}: bfq {shown} faster than cfq (seed: 5-14x)"),
+                format!("xterm start-up under {wl}, {dev}: {bfq} {shown} faster than cfq (seed: 5-14x)"),
                 ratio >= 5.0,
                 format!(
-                    "bfq {b:.2} s, cfq {}",
+                    "{bfq} {b:.2} s, cfq {}",
                     c.map_or("X".to_string(), |c| format!("{c:.2} s"))
                 ),
             ));
@@ -532,16 +590,16 @@ fn startup_vs_cfq(ev: &Evidence) -> Vec<ChecklistItem> {
 }
 
 /// bfq start-up close to idle (within 1.5x) under every workload, except 5r5w-seq for the heavy application.
-fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
+fn startup_near_idle(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     let bfq_startups = || {
         rs.iter()
-            .filter(|r| r.benchmark == Benchmark::Startup && r.scheduler == "bfq")
+            .filter(|r| r.benchmark == Benchmark::Startup && r.scheduler == bfq)
     };
     let apps = distinct(bfq_startups().filter_map(|r| r.app.clone().map(|a| (r.device.clone(), a))));
     for (dev, app) in &apps {
-        let Some(Some(idle)) = startup(rs, dev, "bfq", app, "idle") else {
+        let Some(Some(idle)) = startup(rs, dev, bfq, app, "idle") else {
             continue;
         };
         let heavy_app = app == "oowriter" || app == "lowriter";
@@ -554,7 +612,7 @@ fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
         // Ratio to idle per workload; a timeout (X) ranks as the worst.
         let ratios: Vec<(String, Option<f64>)> = workloads
             .into_iter()
-            .filter_map(|w| startup(rs, dev, "bfq", app, &w).map(|v| (w, v.map(|v| v / idle))))
+            .filter_map(|w| startup(rs, dev, bfq, app, &w).map(|v| (w, v.map(|v| v / idle))))
             .collect();
         let rank = |r: &Option<f64>| r.unwrap_or(f64::INFINITY);
         let Some((wl, worst)) = ratios.iter().max_by(|a, b| rank(&a.1).total_cmp(&rank(&b.1))) else {
@@ -562,7 +620,7 @@ fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
         };
         out.push(ChecklistItem::new(
             format!(
-                "{app} start-up with bfq on {dev} stays within 1.5x of idle ({idle:.2} s) under every workload{}: worst {} \
+                "{app} start-up with {bfq} on {dev} stays within 1.5x of idle ({idle:.2} s) under every workload{}: worst {} \
                  under {wl}",
                 if heavy_app { " but 5r5w-seq" } else { "" },
                 worst.map_or("X".to_string(), |x| format!("{x:.2}x"))
@@ -575,12 +633,12 @@ fn startup_near_idle(ev: &Evidence) -> Vec<ChecklistItem> {
 }
 
 /// Throughput with sequential workloads on HDDs at least that of cfq and above deadline and noop.
-fn hdd_seq_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
+fn hdd_seq_throughput(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     for dev in ev.hdds() {
         for wl in ["10r-seq", "5r5w-seq"] {
-            let Some(b) = throughput(rs, dev, "bfq", wl) else {
+            let Some(b) = throughput(rs, dev, bfq, wl) else {
                 continue;
             };
             let others: Vec<(&str, f64)> = ["cfq", "deadline", "noop"]
@@ -597,7 +655,7 @@ fn hdd_seq_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
                 .collect::<Vec<_>>()
                 .join(", ");
             out.push(ChecklistItem::new(
-                format!("{wl} throughput on {dev}: bfq {b:.1} MB/s >= cfq and > deadline, noop (seed: 15-30% above cfq, up to 150% above deadline/noop)"),
+                format!("{wl} throughput on {dev}: {bfq} {b:.1} MB/s >= cfq and > deadline, noop (seed: 15-30% above cfq, up to 150% above deadline/noop)"),
                 pass,
                 detail,
             ));
@@ -607,11 +665,11 @@ fn hdd_seq_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
 }
 
 /// bfq's lower throughput with 10r-rand on HDDs, about half the others', stated honestly.
-fn hdd_rand_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
+fn hdd_rand_throughput(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     for dev in ev.hdds() {
-        let Some(b) = throughput(rs, dev, "bfq", "10r-rand") else {
+        let Some(b) = throughput(rs, dev, bfq, "10r-rand") else {
             continue;
         };
         let Some(o) = mean(
@@ -624,23 +682,23 @@ fn hdd_rand_throughput(ev: &Evidence) -> Vec<ChecklistItem> {
         let ratio = b / o;
         out.push(ChecklistItem::new(
             format!(
-                "10r-rand throughput on {dev}: bfq at {:.0}% of the others' mean (seed: about half)",
+                "10r-rand throughput on {dev}: {bfq} at {:.0}% of the others' mean (seed: about half)",
                 ratio * 100.0
             ),
             (0.35..=0.75).contains(&ratio),
-            format!("bfq {b:.2} MB/s, cfq/deadline/noop mean {o:.2} MB/s"),
+            format!("{bfq} {b:.2} MB/s, cfq/deadline/noop mean {o:.2} MB/s"),
         ));
     }
     out
 }
 
 /// On the SSD, throughput loss at most 0.05% with sequential readers and at most 6% with random ones.
-fn ssd_throughput_loss(ev: &Evidence) -> Vec<ChecklistItem> {
+fn ssd_throughput_loss(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     for dev in ev.devices.iter().filter(|d| d.contains("ssd")) {
         for (wl, limit) in [("10r-seq", 0.05), ("10r-rand", 6.0)] {
-            let Some(b) = throughput(rs, dev, "bfq", wl) else {
+            let Some(b) = throughput(rs, dev, bfq, wl) else {
                 continue;
             };
             let best = ["cfq", "deadline", "noop"]
@@ -652,9 +710,9 @@ fn ssd_throughput_loss(ev: &Evidence) -> Vec<ChecklistItem> {
             }
             let loss = (1.0 - b / best) * 100.0;
             out.push(ChecklistItem::new(
-                format!("{wl} throughput on {dev}: bfq loses {loss:.2}% against the best of cfq/deadline/noop (seed: at most {limit}%)"),
+                format!("{wl} throughput on {dev}: {bfq} loses {loss:.2}% against the best of cfq/deadline/noop (seed: at most {limit}%)"),
                 loss <= limit,
-                format!("bfq {b:.1} MB/s, best other {best:.1} MB/s"),
+                format!("{bfq} {b:.1} MB/s, best other {best:.1} MB/s"),
             ));
         }
     }
@@ -663,25 +721,25 @@ fn ssd_throughput_loss(ev: &Evidence) -> Vec<ChecklistItem> {
 
 /// Throughput distributed by weight independently of zone. CFQ's fairness runs are in the report for contrast (it
 /// shares time, not sectors); only BFQ's are a claim.
-fn fairness_by_weight(ev: &Evidence) -> Vec<ChecklistItem> {
+fn fairness_by_weight(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let mut out = Vec::new();
     for r in ev
         .runs
         .iter()
-        .filter(|r| r.benchmark == Benchmark::Fairness && r.scheduler == "bfq")
+        .filter(|r| r.benchmark == Benchmark::Fairness && r.scheduler == bfq)
     {
         let err = r.extra.get("max_share_error_pct").copied().unwrap_or(f64::NAN);
         let shares: Vec<String> = (0..)
             .map_while(|i| r.extra.get(&format!("share_{i}_pct")).map(|s| format!("{s:.1}%")))
             .collect();
-        let bfq = r.scheduler == "bfq";
+        let is_bfq = r.scheduler == bfq;
         out.push(ChecklistItem::new(
             format!(
                 "weights {} with files in the {} zone(s), {}: shares off by at most {err:.1}% {}",
                 r.workload.split('-').next().unwrap_or(""),
                 r.workload.rsplit('-').next().unwrap_or(""),
                 r.scheduler,
-                if bfq {
+                if is_bfq {
                     "(seed: exactly as desired, independent of ZBR; pass within 2%)"
                 } else {
                     "(reference: CFQ shares time, not sectors; pass if within 2%)"
@@ -696,7 +754,7 @@ fn fairness_by_weight(ev: &Evidence) -> Vec<ChecklistItem> {
 
 /// The heavy application on the HDDs: with cfq, deadline and noop it does not start within 60 s under any heavy
 /// workload.
-fn heavy_app_x(ev: &Evidence) -> Vec<ChecklistItem> {
+fn heavy_app_x(ev: &Evidence, _bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
     for dev in ev.hdds() {
@@ -737,7 +795,7 @@ fn heavy_app_x(ev: &Evidence) -> Vec<ChecklistItem> {
 
 /// iozone with one thread: the schedulers hardly differ (per phase, the slowest within 9.6% of the fastest, the
 /// largest spread being re-write's).
-fn iozone_one_thread(ev: &Evidence) -> Vec<ChecklistItem> {
+fn iozone_one_thread(ev: &Evidence, _bfq: &str) -> Vec<ChecklistItem> {
     let phases = crate::report::table::IOZONE_PHASES;
     let one: Vec<&RunResult> = ev
         .runs
@@ -799,7 +857,7 @@ mod tests {
     fn checklist_is_the_claims_table_in_order() {
         let rs = sample_results();
         let ev = Evidence::new(&rs);
-        let per_claim: Vec<(&str, Vec<ChecklistItem>)> = CLAIMS.iter().map(|c| (c.id, (c.check)(&ev))).collect();
+        let per_claim: Vec<(&str, Vec<ChecklistItem>)> = CLAIMS.iter().map(|c| (c.id, (c.check)(&ev, "bfq"))).collect();
         let counts: Vec<(&str, usize)> = per_claim.iter().map(|(id, items)| (*id, items.len())).collect();
         assert_eq!(
             counts,

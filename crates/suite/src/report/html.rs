@@ -202,7 +202,8 @@ pub fn report_html_with(
              <ul class=\"checklist\">",
             checklist.len()
         );
-        for item in checklist {
+        let eras = checklist.iter().any(|i| i.newest.is_some());
+        for item in checklist.iter().filter(|i| !eras || i.newest.is_none()) {
             let (class, badge) = if item.pass { ("pass", "PASS") } else { ("fail", "FAIL") };
             let _ = write!(
                 s,
@@ -214,7 +215,34 @@ pub fn report_html_with(
             }
             s.push_str("</li>\n");
         }
-        s.push_str("</ul>\n</section>\n");
+        s.push_str("</ul>\n");
+        if eras {
+            // Claims about BFQ: the era the seed measured (which decides) and the newest kernel's, as columns.
+            s.push_str(
+                "<h3>Claims about BFQ, in both eras</h3>\n<div class=\"table-wrap\"><table class=\"eras\">\n\
+                 <tr><th>BFQ v7r2 (the seed's era)</th><th>newest BFQ</th><th>where the eras differ</th></tr>\n",
+            );
+            let cell = |pass: bool, text: &str, detail: &str| {
+                let (class, badge) = if pass { ("pass", "PASS") } else { ("fail", "FAIL") };
+                format!(
+                    "<td><span class=\"badge {class}\">{badge}</span> {}<br><span class=\"detail\">{}</span></td>",
+                    escape(text),
+                    escape(detail)
+                )
+            };
+            for item in checklist {
+                let Some(n) = &item.newest else { continue };
+                let _ = writeln!(
+                    s,
+                    "<tr>{}{}<td class=\"detail\">{}</td></tr>",
+                    cell(item.pass, &item.text, &item.detail),
+                    cell(n.pass, &n.text, &n.detail),
+                    escape(&n.differs)
+                );
+            }
+            s.push_str("</table></div>\n");
+        }
+        s.push_str("</section>\n");
     }
 
     // Targets side by side.

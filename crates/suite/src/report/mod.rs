@@ -119,6 +119,22 @@ pub struct ChecklistItem {
     pub pass: bool,
     /// Measured values or an explanation.
     pub detail: String,
+    /// For a claim about BFQ judged with the seed's era (`bfq-v7r2`): the same check with the newest `bfq`, shown
+    /// beside it.
+    pub newest: Option<EraCheck>,
+}
+
+/// The newest `bfq`'s result for a checklist line judged with the seed's era, and where the eras differ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EraCheck {
+    /// Whether the newest `bfq` passes the same check.
+    pub pass: bool,
+    /// The check's line with the newest `bfq`'s figure.
+    pub text: String,
+    /// Its measured values.
+    pub detail: String,
+    /// Where the two eras' code differs for this claim, and why that matters.
+    pub differs: String,
 }
 
 impl ChecklistItem {
@@ -128,6 +144,7 @@ impl ChecklistItem {
             text: text.into(),
             pass,
             detail: detail.into(),
+            newest: None,
         }
     }
 }
