@@ -180,6 +180,7 @@ fn schedulers(only: Option<&str>) -> Result<()> {
             format!(" (alias: {})", p.aliases.join(", "))
         };
         println!("{}{alias}: {}", p.name, p.summary);
+        println!("    follows: {}", p.kernel);
         if p.tunables.is_empty() {
             println!("    (no tunables)");
         }

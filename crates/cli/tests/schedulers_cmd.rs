@@ -26,3 +26,24 @@ fn cfq_idles_8_ms_on_every_device() {
         assert!(!line.contains("non-rotational"), "{line}");
     }
 }
+
+/// Issue 12: each policy says which kernel it follows; bfq-v7r2 lists v7r2's sysfs tunables with v7r2's defaults
+/// (x20 raising, 40 ms async timeout, 4 async requests per slot) and none of the later ones.
+#[test]
+fn each_policy_names_its_kernel_and_bfq_v7r2_has_v7r2_tunables() {
+    let v7 = schedulers("bfq-v7r2");
+    assert!(v7.contains("follows: BFQ v7r2"), "{v7}");
+    let default_of = |text: &str, key: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+    };
+    assert_eq!(default_of(&v7, "wr_coeff").as_deref(), Some("20"));
+    assert_eq!(default_of(&v7, "timeout_async").as_deref(), Some("40"));
+    assert_eq!(default_of(&v7, "max_budget_async_rq").as_deref(), Some("4"));
+    assert_eq!(default_of(&v7, "strict_guarantees"), None, "a later tunable");
+    let newest = schedulers("bfq");
+    assert!(newest.contains("follows: newest mainline BFQ"), "{newest}");
+    assert_eq!(default_of(&newest, "wr_coeff").as_deref(), Some("30"));
+    assert!(schedulers("cfq").contains("follows: Linux 3.13 CFQ"));
+}

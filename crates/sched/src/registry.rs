@@ -13,6 +13,8 @@ pub struct PolicyDesc {
     pub aliases: &'static [&'static str],
     /// One line on what it is for.
     pub summary: &'static str,
+    /// Which kernel's code the policy follows (docs/SCHEDULERS.md has the rules).
+    pub kernel: &'static str,
     /// Its tunables, named as in sysfs.
     pub tunables: &'static [TunableSpec],
     /// Constructor.
@@ -24,6 +26,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "bfq",
         aliases: &[],
         summary: "budget fair queueing: per-process sector-fair shares with B-WF2Q+, idling, low-latency raising",
+        kernel: "newest mainline BFQ (block/bfq-iosched.c, Linux 6.9 and later)",
         tunables: &crate::bfq::TUNABLES,
         build: crate::bfq::Bfq::build,
     },
@@ -31,6 +34,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "bfq-v7r2",
         aliases: &[],
         summary: "BFQ v7r2 (Linux 3.13, 2014), the version the seeds measured: sticky idle windows, x20 raising",
+        kernel: "BFQ v7r2, the out-of-tree release for Linux 3.13 (2014)",
         tunables: &crate::bfq::V7R2_TUNABLES,
         build: crate::bfq::Bfq::build_v7r2,
     },
@@ -38,6 +42,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "noop",
         aliases: &["none"],
         summary: "one FIFO with merging; lowest CPU cost, no fairness, no latency control",
+        kernel: "Linux 3.13 noop (legacy block layer; `none` on blk-mq)",
         tunables: &crate::noop::TUNABLES,
         build: crate::noop::Noop::build,
     },
@@ -45,6 +50,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "deadline",
         aliases: &[],
         summary: "sector-ordered batches with read/write deadlines: bounded latency, no fairness",
+        kernel: "Linux 3.13 deadline (legacy block layer)",
         tunables: &crate::deadline::TUNABLES,
         build: crate::deadline::Deadline::build,
     },
@@ -52,6 +58,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "mq-deadline",
         aliases: &[],
         summary: "deadline for blk-mq with strict RT/BE/IDLE levels and priority aging",
+        kernel: "newest mainline mq-deadline (blk-mq)",
         tunables: &crate::mq_deadline::TUNABLES,
         build: crate::mq_deadline::MqDeadline::build,
     },
@@ -60,6 +67,7 @@ static POLICIES: &[PolicyDesc] = &[
         aliases: &["as"],
         summary:
             "deadline with read/write batches that briefly waits after a sync read for the same process's next one",
+        kernel: "Linux 2.6.32 anticipatory (its last release)",
         tunables: &crate::anticipatory::TUNABLES,
         build: crate::anticipatory::Anticipatory::build,
     },
@@ -67,6 +75,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "kyber",
         aliases: &[],
         summary: "token-limited read/write domains whose depths adapt to meet read and write latency targets",
+        kernel: "newest mainline kyber (blk-mq)",
         tunables: &crate::kyber::TUNABLES,
         build: crate::kyber::Kyber::build,
     },
@@ -74,6 +83,7 @@ static POLICIES: &[PolicyDesc] = &[
         name: "cfq",
         aliases: &[],
         summary: "Completely Fair Queueing: per-process time slices by class and priority, idling for sync readers",
+        kernel: "Linux 3.13 CFQ (legacy block layer)",
         tunables: &crate::cfq::TUNABLES,
         build: crate::cfq::Cfq::build,
     },

@@ -46,7 +46,7 @@ impl Bfq {
         if qq.refs == 0 || self.p.slice_idle == 0 || (self.hw.queueing() && seeky && !raised) {
             enable = false;
         } else if qq.ttime.valid() {
-            enable = !(qq.ttime.mean > self.p.slice_idle && !raised);
+            enable = qq.ttime.mean <= self.p.slice_idle || raised;
         }
         self.qm(q).idle_window = enable;
     }
