@@ -380,18 +380,22 @@ impl Bfq {
         w.soft_rt_next_start.max(by_rate).max(by_gap)
     }
 
-    /// At expiration: plans the earliest soft real-time reactivation if the queue is drained.
+    /// At expiration: plans the earliest soft real-time reactivation if the queue is drained, whatever its raising
+    /// (the newest kernel computes it for interactive queues too, since 2021: skipping them left a greedy reader,
+    /// raised as interactive when it started, with a stale start time once its raising ended, so its next
+    /// idle-to-busy switch raised it as soft real-time x3000). With requests still in the driver the planning waits
+    /// for the completion that drains the queue; v7r2 meanwhile sets the start to "never".
     pub(crate) fn softrt_on_expire(&mut self, q: QueueId, now: Time) {
         if !self.p.low_latency || self.p.wr_max_softrt_rate == 0 || !self.q(q).rqs.is_empty() {
-            return;
-        }
-        if self.q(q).wr.kind == WrKind::Interactive {
             return;
         }
         if self.q(q).dispatched == 0 {
             let t = self.softrt_next_start(q, now);
             self.qm(q).wr.soft_rt_next_start = t;
         } else {
+            if self.rules.v7_weight_raising {
+                self.qm(q).wr.soft_rt_next_start = Time::MAX;
+            }
             self.qm(q).wr.softrt_update = true;
         }
     }
@@ -399,7 +403,7 @@ impl Bfq {
     /// At a completion: the deferred soft real-time planning of a queue that is now drained.
     pub(crate) fn softrt_on_completion(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
-        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 && self.in_service != Some(q) {
+        if qq.wr.softrt_update && qq.rqs.is_empty() && qq.dispatched == 0 {
             let t = self.softrt_next_start(q, now);
             let w = &mut self.qm(q).wr;
             w.soft_rt_next_start = t;
@@ -498,6 +502,30 @@ mod tests {
             "idle for exactly wr_min_idle_time"
         );
         assert!(b.wr_candidate(q, SEC + min_idle + 1).0);
+    }
+
+    // The newest kernel plans a drained queue's earliest soft real-time start at every expiration, interactive
+    // raising or not (the exclusion of interactive queues was dropped in 2021): a reader raised as interactive
+    // that expires empty gets a start no earlier than now + slice_idle + 4 ms, and one that received many sectors
+    // since it became busy gets a start that its rate pushes far away (service / wr_max_softrt_rate).
+    #[test]
+    fn soft_rt_start_is_planned_for_interactive_queues_too() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        b.wr_on_served(q, 70_000);
+        b.completed(&r, MS);
+        let now = 2 * MS;
+        b.expire(q, super::super::budget::Expiration::NoMoreRequests, now);
+        let next = b.q(q).wr.soft_rt_next_start;
+        assert!(next >= now + b.p.slice_idle + SOFTRT_NEXT_START_MARGIN, "{next}");
+        assert!(next >= 10 * SEC, "70 000 sectors at 7000 sectors/s: {next}");
     }
 
     // A soft real-time period that expires falls back to the interactive period it interrupted, if that one is
