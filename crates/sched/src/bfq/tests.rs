@@ -916,3 +916,39 @@ fn check_invariants_catches_a_broken_counter() {
     assert_eq!(err.what, "bfq");
     assert!(err.detail.contains("busy_queues"), "{err}");
 }
+
+// Issue 12 acceptance, burst detection as in the kernel: an application that starts 10 processes 15 ms apart
+// (all within 180 ms of each other) while two background readers keep the disk busy keeps weight raising for
+// every process: the kernel considers a new queue for a burst only while a burst is in progress or nothing is
+// busy, and the readers' old burst is too old, so it is reset to size 0 and the newcomers are never counted. The
+// same 10 processes started on an idle disk form a large burst (8 or more) and none of them is raised.
+#[test]
+fn an_application_started_under_background_io_keeps_raising_but_a_burst_on_an_idle_disk_does_not() {
+    let app = |first: u32, at: Time| -> Vec<Proc> {
+        (0..10)
+            .map(|i| {
+                let mut p = Proc::random(first + i);
+                p.start = at + Time::from(i) * 15 * MS;
+                p.limit = 20;
+                p.think = MS;
+                p
+            })
+            .collect()
+    };
+    let raised_of = |sim: &Sim, first: u32| -> Vec<bool> {
+        (first..first + 10)
+            .map(|f| {
+                let q = sim.b.flows[&f].sync_q.expect("the process issued I/O");
+                sim.b.q(q).wr.coeff > 1
+            })
+            .collect()
+    };
+    let mut procs = vec![Proc::seq(1, 0), Proc::seq(2, 1 << 26)];
+    procs.extend(app(100, 2 * SEC));
+    let mut busy = Sim::new(bfq(&hdd1(), &[]), TestDev::hdd(), 32, procs);
+    busy.run_until(2 * SEC + 300 * MS);
+    assert!(raised_of(&busy, 100).iter().all(|&r| r), "{:?}", raised_of(&busy, 100));
+    let mut idle = Sim::new(bfq(&hdd1(), &[]), TestDev::hdd(), 32, app(100, 0));
+    idle.run_until(300 * MS);
+    assert!(raised_of(&idle, 100).iter().all(|&r| !r), "{:?}", raised_of(&idle, 100));
+}
