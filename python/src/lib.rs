@@ -19,6 +19,7 @@ use pyo3::IntoPyObjectExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the waiting thread looks for a Ctrl-C while simulations run.
@@ -81,57 +82,65 @@ fn field_to_py<'py>(py: Python<'py>, f: &Field) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// Runs `jobs` on `threads` threads with the GIL released. Between simulations (and every [`SIGNAL_POLL`]) the
-/// calling thread takes the GIL back to call `progress(done, total)` and to look for Ctrl-C: an interrupt lets the
-/// running simulations finish, starts no other, and raises `KeyboardInterrupt`.
+/// calling thread takes the GIL back to call `progress(done, total)` and to look for Ctrl-C. An interrupt (or an
+/// exception from `progress`) starts no further simulation and returns at once with `KeyboardInterrupt`: the
+/// simulations already running cannot be stopped half-way, so they finish in the background and their results
+/// are dropped.
 fn run_experiments(
     py: Python<'_>,
-    jobs: &[Experiment],
+    jobs: Vec<Experiment>,
     threads: usize,
     progress: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<RunResult>> {
     let progress: Option<Py<PyAny>> = progress.filter(|p| !p.is_none()).map(|p| p.clone().unbind());
-    let stop = AtomicBool::new(false);
-    let (result, interrupted) = py.detach(|| {
-        let (tx, rx) = mpsc::channel::<(usize, usize)>();
-        std::thread::scope(|s| {
-            let stop = &stop;
-            let worker = s.spawn(move || {
-                run_jobs_until(jobs, threads, stop, &|done, total| {
-                    // The receiver lives until every job has ended.
-                    let _ = tx.send((done, total));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Event>();
+    let worker_stop = Arc::clone(&stop);
+    // Not scoped: an interrupt must not wait for the simulations in progress.
+    std::thread::Builder::new()
+        .name("bfq-runs".into())
+        .spawn(move || {
+            let progress_tx = tx.clone();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_jobs_until(&jobs, threads, &worker_stop, &|done, total| {
+                    // The receiver is gone after an interrupt: nobody wants the progress any more.
+                    let _ = progress_tx.send(Event::Progress(done, total));
                 })
-            });
-            let mut interrupted: Option<PyErr> = None;
-            loop {
-                let event = match rx.recv_timeout(SIGNAL_POLL) {
-                    Ok(event) => Some(event),
-                    Err(mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                };
-                if interrupted.is_some() {
-                    continue;
-                }
-                let checked = Python::attach(|py| -> PyResult<()> {
-                    if let (Some(cb), Some((done, total))) = (&progress, event) {
-                        cb.bind(py).call1((done, total))?;
-                    }
-                    py.check_signals()
-                });
-                if let Err(e) = checked {
-                    stop.store(true, Ordering::Relaxed);
-                    interrupted = Some(e);
-                }
-            }
-            (worker.join(), interrupted)
+            }));
+            let _ = tx.send(Event::Done(outcome.map_err(|_| ())));
         })
-    });
-    if let Some(e) = interrupted {
-        return Err(e);
-    }
-    match result {
-        Ok(r) => r.map_err(py_err),
-        Err(_) => Err(PyRuntimeError::new_err("a simulation panicked (see the message above)")),
-    }
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the simulation thread: {e}")))?;
+    py.detach(move || loop {
+        let event = match rx.recv_timeout(SIGNAL_POLL) {
+            Ok(Event::Done(Ok(r))) => return r.map_err(py_err),
+            Ok(Event::Done(Err(()))) => {
+                return Err(PyRuntimeError::new_err("a simulation panicked (see the message above)"))
+            }
+            Ok(Event::Progress(done, total)) => Some((done, total)),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("the simulation thread ended without a result"))
+            }
+        };
+        let checked = Python::attach(|py| -> PyResult<()> {
+            if let (Some(cb), Some((done, total))) = (&progress, event) {
+                cb.bind(py).call1((done, total))?;
+            }
+            py.check_signals()
+        });
+        if let Err(e) = checked {
+            stop.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+    })
+}
+
+/// What the simulation thread tells the waiting thread.
+enum Event {
+    /// `done` of `total` simulations have finished.
+    Progress(usize, usize),
+    /// Every simulation has ended (or one panicked).
+    Done(Result<Result<Vec<RunResult>, ScenarioError>, ()>),
 }
 
 /// Text items from a string (one item; commas are split by the suite) or a sequence of strings.
@@ -258,7 +267,7 @@ fn run<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let req = run_request(device, sched, workload, app, tune, seed, duration, profile, cpu_time)?;
     let exp = req.experiment().map_err(py_err)?;
-    let mut results = run_experiments(py, std::slice::from_ref(&exp), 1, None)?;
+    let mut results = run_experiments(py, vec![exp], 1, None)?;
     let r = results
         .pop()
         .ok_or_else(|| PyRuntimeError::new_err("the run gave no result"))?;
@@ -283,7 +292,7 @@ fn run_json(
 ) -> PyResult<String> {
     let req = run_request(device, sched, workload, app, tune, seed, duration, profile, cpu_time)?;
     let exp = req.experiment().map_err(py_err)?;
-    let mut results = run_experiments(py, std::slice::from_ref(&exp), 1, None)?;
+    let mut results = run_experiments(py, vec![exp], 1, None)?;
     let r = results
         .pop()
         .ok_or_else(|| PyRuntimeError::new_err("the run gave no result"))?;
@@ -378,7 +387,7 @@ fn suite<'py>(
         .map(|o| ReportDir::prepare(o).map_err(|e| PyValueError::new_err(e.to_string())))
         .transpose()?;
     let threads = SuiteRequest::threads(&cfg, jobs_requested, planned.len()).map_err(py_err)?;
-    let results = run_experiments(py, &planned, threads, progress)?;
+    let results = run_experiments(py, planned, threads, progress)?;
     let files = match (report, &out) {
         (Some(dir), Some(o)) => {
             let meta = suite_meta(&cfg, req.command_line(Some(&o.to_string_lossy())));
@@ -726,12 +735,8 @@ fn run_specs(
         .collect::<Result<Vec<_>, _>>()
         .map_err(py_err)?;
     let threads = bfq_suite::limits::jobs(threads).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let results = run_experiments(
-        py,
-        &jobs,
-        bfq_suite::limits::worker_threads(threads, jobs.len()),
-        progress,
-    )?;
+    let threads = bfq_suite::limits::worker_threads(threads, jobs.len());
+    let results = run_experiments(py, jobs, threads, progress)?;
     results
         .iter()
         .map(|r| serde_json::to_string(r).map_err(|e| PyRuntimeError::new_err(e.to_string())))
