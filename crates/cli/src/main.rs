@@ -5,7 +5,6 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-mod cmdline;
 mod loopdev;
 mod progress;
 mod record;
@@ -121,18 +120,27 @@ struct RunArgs {
     json: bool,
 }
 
+impl RunArgs {
+    /// The run asked for, as the library (and the Python package) takes it.
+    fn request(&self) -> bfq_suite::request::RunRequest {
+        bfq_suite::request::RunRequest {
+            device: self.device.clone(),
+            sched: self.sched.clone(),
+            workload: self.workload.clone(),
+            app: self.app.clone(),
+            seed: self.seed,
+            tunables: self.tune.clone(),
+            profile: self.profile.clone(),
+            duration_s: self.duration,
+            cpu_time: self.cpu_time,
+        }
+    }
+}
+
 fn run_one(a: RunArgs) -> Result<()> {
-    let duration = bfq_suite::limits::duration_ns(a.duration)?;
-    let work = bfq_suite::Work::background(&a.workload, a.app.as_deref());
-    let mut exp = bfq_suite::Experiment::new(bfq_suite::target::Target::Sim(a.device.clone()), &a.sched, work);
-    exp.settings.seed = a.seed;
-    exp.tunables = a.tune;
-    exp.settings.era = bfq_suite::scenario::Era::parse(&a.profile)?;
-    exp.settings.duration = Some(duration);
-    exp.settings.time_policy = a.cpu_time;
-    let r = exp.run()?;
+    let r = a.request().run()?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", bfq_suite::request::result_json(&r));
         return Ok(());
     }
     println!("device      {}", r.device);
@@ -256,7 +264,7 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     let items = checklist(&ok);
     let meta = bfq_suite::report::ReportMeta {
         sources: bfq_suite::reproduce::sources(),
-        ..bfq_suite::report::ReportMeta::new(cmdline::from_env(), a.seed)
+        ..bfq_suite::report::ReportMeta::new(bfq_suite::cmdline::from_env(), a.seed)
     };
     let files = out
         .commit(|dir| bfq_suite::report::write_all(dir, &ok, &meta, &items))
@@ -282,4 +290,17 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     }
     println!("{passed} of {} claims pass.", items.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bfq run` without options asks for what the library's default request (the Python package's defaults) is.
+    #[test]
+    fn run_defaults_are_the_librarys() {
+        let cli = Cli::try_parse_from(["bfq", "run"]).expect("parses");
+        let Cmd::Run(args) = cli.cmd else { panic!("not a run") };
+        assert_eq!(args.request(), bfq_suite::request::RunRequest::default());
+    }
 }

@@ -1,14 +1,10 @@
 //! `bfq suite <benchmark>`: one benchmark on one or more targets, with the same reports as `bfq reproduce`.
 
-use crate::{cmdline, progress};
-use anyhow::{anyhow, Result};
-use bfq_suite::limits;
+use crate::progress;
+use anyhow::Result;
 use bfq_suite::report::outdir::ReportDir;
-use bfq_suite::report::{write_all, ReportMeta};
-use bfq_suite::scenario::Era;
-use bfq_suite::suite::{plan, printed_tables, run_jobs, Benchmark, RealOptions, Settings, SuiteConfig};
-use bfq_suite::target::Target;
-use bfq_suite::timeline::STARTUP_WARMUP;
+use bfq_suite::request::{suite_meta, write_report, SuiteRequest, DEFAULT_SCHEDULERS, DEFAULT_TARGET};
+use bfq_suite::suite::{plan, printed_tables, run_jobs};
 use std::path::PathBuf;
 
 /// Shown after `bfq suite --help`.
@@ -44,10 +40,10 @@ pub struct SuiteArgs {
     /// Benchmark: throughput, startup, video, fairness, interleaved or iozone.
     benchmark: String,
     /// Where to run: sim:<device preset or TOML file>, engine:<dir> or kernel:<dir>; comma-separated or repeated.
-    #[arg(long, value_name = "TARGET[,TARGET...]", default_value = "sim:seagate-hdd")]
+    #[arg(long, value_name = "TARGET[,TARGET...]", default_value = DEFAULT_TARGET)]
     target: Vec<String>,
     /// Schedulers, comma-separated (see `bfq schedulers`).
-    #[arg(long, value_name = "A,B,...", default_value = "bfq,cfq,deadline,noop")]
+    #[arg(long, value_name = "A,B,...", default_value = DEFAULT_SCHEDULERS)]
     sched: String,
     /// Workloads, comma-separated (default: the benchmark's, see below).
     #[arg(long, value_name = "W,...")]
@@ -101,88 +97,33 @@ pub struct SuiteArgs {
     warmup: Option<f64>,
 }
 
-fn list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-/// Turns the arguments into a suite configuration, with one-line errors.
-fn config(a: &SuiteArgs) -> Result<SuiteConfig> {
-    let benchmark = Benchmark::parse(&a.benchmark)?;
-    let mut targets = Vec::new();
-    for t in &a.target {
-        targets.extend(Target::parse_list(t)?);
-    }
-    let reps = match &a.reps {
-        None => None,
-        Some(r) => Some(
-            r.trim()
-                .parse::<u32>()
-                .map_err(|_| anyhow!("--reps '{r}' is not a number: give 1..={}", limits::MAX_REPS))?,
-        ),
-    };
-    let duration = a.duration.map(limits::duration_ns).transpose()?;
-    let file_size = a.file_size.map(limits::iozone_file_bytes).transpose()?;
-    let real = real_options(a)?;
-    if targets.iter().all(Target::is_sim) {
-        let real_only = [
-            ("--allow-device", a.allow_device),
-            ("--app-cmd", a.app_cmd.is_some()),
-            ("--file-scale", a.file_scale.is_some()),
-        ];
-        if let Some((opt, _)) = real_only.iter().find(|(_, given)| *given) {
-            return Err(anyhow!(
-                "{opt} applies to the real targets (engine:DIR, kernel:DIR) only, and every --target here is a \
-                 simulator: drop it, or add a real target"
-            ));
+impl SuiteArgs {
+    /// The options as the library (and the Python package) takes them.
+    fn request(&self) -> SuiteRequest {
+        SuiteRequest {
+            benchmark: self.benchmark.clone(),
+            targets: self.target.clone(),
+            schedulers: vec![self.sched.clone()],
+            workloads: self.workloads.clone().map(|w| vec![w]),
+            apps: self.apps.clone().map(|a| vec![a]),
+            reps: self.reps.clone(),
+            profile: self.profile.clone(),
+            seed: self.seed,
+            tunables: self.tune.clone(),
+            duration_s: self.duration,
+            file_size_mib: self.file_size,
+            cpu_time: self.cpu_time,
+            allow_device: self.allow_device,
+            app_cmd: self.app_cmd.clone(),
+            file_scale: self.file_scale,
+            warmup_s: self.warmup,
         }
     }
-    let era = a
-        .profile
-        .as_deref()
-        .map(Era::parse)
-        .transpose()?
-        .unwrap_or(Era::Current);
-    Ok(SuiteConfig {
-        benchmark,
-        targets,
-        schedulers: list(&a.sched),
-        tunables: a.tune.clone(),
-        workloads: a.workloads.as_deref().map(list),
-        apps: a.apps.as_deref().map(list),
-        reps,
-        file_size,
-        settings: Settings {
-            era,
-            duration,
-            seed: a.seed,
-            time_policy: a.cpu_time,
-            real,
-            warmup: real_warmup(a)?.unwrap_or(STARTUP_WARMUP),
-        },
-    })
-}
-
-/// The options of the real targets, checked.
-fn real_options(a: &SuiteArgs) -> Result<RealOptions> {
-    let file_scale = a.file_scale.map(limits::file_scale).transpose()?.unwrap_or(1.0);
-    Ok(RealOptions {
-        allow_device: a.allow_device,
-        app_cmd: a.app_cmd.clone(),
-        file_scale,
-    })
-}
-
-/// The warm-up of the real targets, checked.
-fn real_warmup(a: &SuiteArgs) -> Result<Option<u64>> {
-    Ok(a.warmup.map(limits::warmup_ns).transpose()?)
 }
 
 /// Runs `bfq suite`.
 pub fn run(a: SuiteArgs) -> Result<()> {
-    let cfg = config(&a)?;
+    let cfg = a.request().config()?;
     let jobs = plan(&cfg)?;
     let out = a
         .out
@@ -191,17 +132,8 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     // Checked before any run: a bad --out must not throw away minutes of work.
     let report_dir = ReportDir::prepare(&out)?;
 
-    let threads = limits::jobs(
-        a.jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-    )?;
     // Real targets measure wall-clock time on a real device: their runs must not overlap each other or anything else.
-    let real = cfg.targets.iter().any(|t| !matches!(t, Target::Sim(_)));
-    let threads = if real {
-        1
-    } else {
-        limits::worker_threads(threads, jobs.len())
-    };
+    let threads = SuiteRequest::threads(&cfg, a.jobs, jobs.len())?;
     eprintln!(
         "{}: {} runs on {} target(s) with {threads} threads",
         cfg.benchmark.name(),
@@ -213,13 +145,8 @@ pub fn run(a: SuiteArgs) -> Result<()> {
     let results = run_jobs(&jobs, threads, &|done, total| bar.update(done, total));
     bar.finish();
     let results = results?;
-    let meta = ReportMeta {
-        title: format!("bfq suite: {}", cfg.benchmark.name()),
-        ..ReportMeta::new(cmdline::from_env(), cfg.settings.seed)
-    };
-    let files = report_dir
-        .commit(|dir| write_all(dir, &results, &meta, &[]))
-        .map_err(|e| anyhow!("cannot write the report to {}: {e}", out.display()))?;
+    let meta = suite_meta(&cfg, bfq_suite::cmdline::from_env());
+    let files = write_report(report_dir, &out, &results, &meta)?;
     print!("{}", printed_tables(&results, &meta));
     println!(
         "{} runs in {:.1} s; {} files in {} (open {})",

@@ -5,11 +5,13 @@
 #![warn(missing_docs)]
 
 pub mod benchmarks;
+pub mod cmdline;
 pub mod experiment;
 pub mod limits;
 pub mod real;
 pub mod report;
 pub mod reproduce;
+pub mod request;
 pub mod result;
 pub mod scenario;
 pub mod stats;

@@ -426,6 +426,7 @@ fn run_pool(
     jobs: &[Experiment],
     threads: usize,
     stop_on_error: bool,
+    stop: &AtomicBool,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Option<Result<RunResult, ScenarioError>>> {
     let next = AtomicUsize::new(0);
@@ -436,7 +437,7 @@ fn run_pool(
     std::thread::scope(|s| {
         for _ in 0..crate::limits::worker_threads(threads, jobs.len()) {
             s.spawn(|| loop {
-                if stop_on_error && failed.load(Ordering::Relaxed) {
+                if (stop_on_error && failed.load(Ordering::Relaxed)) || stop.load(Ordering::Relaxed) {
                     break;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -461,7 +462,7 @@ pub fn run_all(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<Result<RunResult, ScenarioError>> {
-    run_pool(jobs, threads, false, progress)
+    run_pool(jobs, threads, false, &AtomicBool::new(false), progress)
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(invalid("job did not run".into()))))
         .collect()
@@ -474,9 +475,20 @@ pub fn run_jobs(
     threads: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<RunResult>, ScenarioError> {
+    run_jobs_until(jobs, threads, &AtomicBool::new(false), progress)
+}
+
+/// Runs `jobs` like [`run_jobs`], and also takes no new job once `stop` is set (by another thread: an interrupt
+/// from the user); the jobs running then finish, and the result is an error if any job did not run.
+pub fn run_jobs_until(
+    jobs: &[Experiment],
+    threads: usize,
+    stop: &AtomicBool,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<RunResult>, ScenarioError> {
     let mut results = Vec::with_capacity(jobs.len());
     let mut all_ran = true;
-    for slot in run_pool(jobs, threads, true, progress) {
+    for slot in run_pool(jobs, threads, true, stop, progress) {
         match slot {
             Some(Ok(r)) => results.push(r),
             Some(Err(e)) => return Err(e),

@@ -57,34 +57,80 @@ pub const RUN_COLUMNS: [&str; 15] = [
     "sched_cpu_ns_per_request",
 ];
 
-/// One row per run with a header line. Tunables are joined with `;`. The `extra` maps are flattened into
-/// `extra.<key>` columns, the union of all runs' keys in sorted order, empty where a run lacks the key.
-pub fn runs_csv(results: &[RunResult]) -> String {
+/// One value of the runs table ([`runs_table`]), typed; [`runs_csv`] writes it as [`Field::csv`] does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field {
+    /// Text (names, labels, joined tunables).
+    Text(String),
+    /// A whole number (repetition, seed).
+    Int(u64),
+    /// A measured quantity.
+    Float(f64),
+    /// A flag (`timed_out`).
+    Bool(bool),
+    /// No value: an application-less run's `app`, a start-up that timed out, an extra the run lacks.
+    Missing,
+}
+
+impl Field {
+    /// The CSV text of the value: floating-point values in Rust's shortest round-trip notation, flags as
+    /// `true`/`false`, a missing value as an empty field.
+    pub fn csv(&self) -> String {
+        match self {
+            Field::Text(t) => t.clone(),
+            Field::Int(n) => n.to_string(),
+            Field::Float(v) => num(*v),
+            Field::Bool(b) => b.to_string(),
+            Field::Missing => String::new(),
+        }
+    }
+}
+
+fn opt_field(v: Option<f64>) -> Field {
+    v.map_or(Field::Missing, Field::Float)
+}
+
+/// The runs table of [`runs_csv`] as values: the header ([`RUN_COLUMNS`], then `extra.<key>` for the union of all
+/// runs' extra keys in sorted order) and one row per run. Tunables are joined with `;`; an absent application is
+/// [`Field::Missing`], as are the extras a run lacks.
+pub fn runs_table(results: &[RunResult]) -> (Vec<String>, Vec<Vec<Field>>) {
     let extra_keys: BTreeSet<&String> = results.iter().flat_map(|r| r.extra.keys()).collect();
     let mut header: Vec<String> = RUN_COLUMNS.iter().map(|c| c.to_string()).collect();
     header.extend(extra_keys.iter().map(|k| format!("extra.{k}")));
+    let rows = results
+        .iter()
+        .map(|r| {
+            let mut fields = vec![
+                Field::Text(r.benchmark.name().to_string()),
+                Field::Text(r.target.clone()),
+                Field::Text(r.device.clone()),
+                Field::Text(r.scheduler.clone()),
+                Field::Text(r.tunables.join(";")),
+                Field::Text(r.workload.clone()),
+                r.app.clone().map_or(Field::Missing, Field::Text),
+                Field::Int(u64::from(r.rep)),
+                Field::Int(r.seed),
+                opt_field(r.startup_s),
+                Field::Bool(r.timed_out),
+                Field::Float(r.throughput_mbps),
+                Field::Float(r.read_mbps),
+                Field::Float(r.write_mbps),
+                opt_field(r.sched_cpu_ns_per_request),
+            ];
+            fields.extend(extra_keys.iter().map(|k| opt_field(r.extra.get(*k).copied())));
+            fields
+        })
+        .collect();
+    (header, rows)
+}
+
+/// One row per run with a header line: [`runs_table`] written as CSV.
+pub fn runs_csv(results: &[RunResult]) -> String {
+    let (header, rows) = runs_table(results);
     let mut out = Out::new();
     out.record(&header);
-    for r in results {
-        let mut fields = vec![
-            r.benchmark.name().to_string(),
-            r.target.clone(),
-            r.device.clone(),
-            r.scheduler.clone(),
-            r.tunables.join(";"),
-            r.workload.clone(),
-            r.app.clone().unwrap_or_default(),
-            r.rep.to_string(),
-            r.seed.to_string(),
-            opt(r.startup_s),
-            r.timed_out.to_string(),
-            num(r.throughput_mbps),
-            num(r.read_mbps),
-            num(r.write_mbps),
-            opt(r.sched_cpu_ns_per_request),
-        ];
-        fields.extend(extra_keys.iter().map(|k| opt(r.extra.get(*k).copied())));
-        out.record(&fields);
+    for row in rows {
+        out.record(&row.iter().map(Field::csv).collect::<Vec<_>>());
     }
     out.text()
 }
