@@ -3,6 +3,7 @@
 //! and possible preemption of the queue in service.
 
 use super::budget::Expiration;
+use super::era::IO_INTENSITY_WINDOW;
 use super::ids::{QueueId, SlotId};
 use super::{idling, peak_rate, Bfq, IN_TIME_SLICES, REQUESTS_WITHIN_TIMER};
 use crate::merge::MergeKind;
@@ -80,8 +81,32 @@ impl Bfq {
         self.add_request(q, slot, sector, sectors, sync, now);
     }
 
+    /// `bfq_update_io_intensity` (newest kernels), at a request for an empty sync queue: the time since its last
+    /// completion counts as idle if nothing of it was in the driver; the queue is I/O bound while idle at most a
+    /// fifth of the window, which is halved (with its idle time) once it exceeds [`IO_INTENSITY_WINDOW`]. A queue's
+    /// first arrival is not judged.
+    fn update_io_intensity(&mut self, q: QueueId, now: Time) {
+        let qq = self.qm(q);
+        let tot_io_time = now.saturating_sub(qq.io_start_time);
+        if qq.rqs.is_empty() && qq.dispatched == 0 {
+            let since = qq.last_end_request.map_or(0, |t| now.saturating_sub(t));
+            qq.tot_idle_time = qq.tot_idle_time.saturating_add(since);
+        }
+        if qq.just_created {
+            return;
+        }
+        qq.io_bound = qq.tot_idle_time.saturating_mul(5) <= tot_io_time;
+        if tot_io_time > IO_INTENSITY_WINDOW {
+            qq.io_start_time = now.saturating_sub(tot_io_time / 2);
+            qq.tot_idle_time /= 2;
+        }
+    }
+
     /// `bfq_add_request` + `bfq_rq_enqueued`.
     pub(crate) fn add_request(&mut self, q: QueueId, slot: SlotId, sector: u64, sectors: u32, sync: bool, now: Time) {
+        if self.rules.io_intensity && self.q(q).sync && self.q(q).rqs.is_empty() {
+            self.update_io_intensity(q, now);
+        }
         // Think time and seekiness of sync queues. The newest kernel samples think time only when the queue has
         // nothing queued or in the driver (how long it takes to come back once idle) and calls it short up to
         // slice_idle / 2; v7r2 samples every arrival and calls it short up to slice_idle.
@@ -144,6 +169,7 @@ impl Bfq {
     /// `bfq_bfqq_handle_idle_busy_switch`: an idle queue receives a request.
     pub(crate) fn handle_idle_busy_switch(&mut self, q: QueueId, now: Time) {
         self.burst_maybe_clear(q, now);
+        self.qm(q).just_created = false;
         let arrived_in_time = self
             .q(q)
             .last_end_request
@@ -166,9 +192,9 @@ impl Bfq {
         self.wf.clear_service(e);
         let backshift = self.q(q).non_blocking_wait_rq;
         let wants_preempt = continues;
-        // IO_bound comes back after enough in-time arrivals; the count goes on afterwards (newest kernels do not
-        // reset it when the flag is set again).
-        {
+        // v7r2: IO_bound comes back after enough in-time arrivals (newest kernels judge I/O intensity instead,
+        // `update_io_intensity`).
+        if !self.rules.io_intensity {
             let qq = self.qm(q);
             if !qq.io_bound {
                 if arrived_in_time {

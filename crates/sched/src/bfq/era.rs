@@ -12,6 +12,8 @@
 //! one request at a time. The newest kernel decides per slot from the device and the queue
 //! (`bfq_better_to_idle`) and does not idle for seeky queues on a queueing disk when nothing needs it.
 
+use crate::types::{Time, MS};
+
 /// Which kernel's BFQ the policy follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -78,6 +80,10 @@ pub struct Rules {
     pub newest_think_time: bool,
     /// Tag depth limits for async I/O and sync writes (`bfq_limit_depth`, blk-mq; newest only).
     pub depth_limits: bool,
+    /// I/O bound judged by I/O intensity (newest, `bfq_update_io_intensity`, 2021): a sync queue is I/O bound
+    /// while it was idle (empty, nothing in the driver) at most 20 % of a window of about 200 ms. v7r2 instead
+    /// restores the flag after 120 consecutive in-time arrivals (`requests_within_timer`).
+    pub io_intensity: bool,
 }
 
 impl Rules {
@@ -100,6 +106,7 @@ impl Rules {
         v7_weight_raising: false,
         newest_think_time: true,
         depth_limits: true,
+        io_intensity: true,
     };
 
     /// BFQ v7r2's rules.
@@ -121,6 +128,7 @@ impl Rules {
         v7_weight_raising: true,
         newest_think_time: false,
         depth_limits: false,
+        io_intensity: false,
     };
 
     /// The rules of `era`.
@@ -131,6 +139,9 @@ impl Rules {
         }
     }
 }
+
+/// The newest kernel's I/O-intensity window (ns): once longer, it is halved, as is the idle time counted in it.
+pub const IO_INTENSITY_WINDOW: Time = 200 * MS;
 
 /// v7r2: a queue is seeky when its decayed mean seek distance exceeds this (sectors), `BFQQ_SEEK_THR`.
 pub const V7_SEEK_THR: u64 = 8 * 1024;

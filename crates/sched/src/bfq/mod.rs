@@ -161,8 +161,15 @@ pub(crate) struct Queue {
     /// The queue uses its budgets (cleared by a too-idle expiration that used little of it): idling for it is
     /// worth it.
     pub(crate) io_bound: bool,
-    /// Consecutive in-time arrivals since it lost `io_bound` (requests); [`REQUESTS_WITHIN_TIMER`] restore it.
+    /// Consecutive in-time arrivals since it lost `io_bound` (requests); [`REQUESTS_WITHIN_TIMER`] restore it
+    /// (v7r2).
     pub(crate) requests_within_timer: u32,
+    /// Start of the I/O-intensity window (ns), newest kernels ([`Rules::io_intensity`]).
+    pub(crate) io_start_time: Time,
+    /// Time the queue spent idle in that window (ns).
+    pub(crate) tot_idle_time: Time,
+    /// Not yet activated once (`just_created`): its first arrival does not judge its intensity.
+    pub(crate) just_created: bool,
     /// Think-time statistics (ns).
     pub(crate) ttime: ThinkTime,
     /// Mean think time below `slice_idle` (or too few samples to tell).

@@ -952,3 +952,25 @@ fn an_application_started_under_background_io_keeps_raising_but_a_burst_on_an_id
     idle.run_until(300 * MS);
     assert!(raised_of(&idle, 100).iter().all(|&r| !r), "{:?}", raised_of(&idle, 100));
 }
+
+// I/O intensity (newest kernels, `bfq_update_io_intensity`): a process whose queue is idle more than a fifth of
+// the time is not I/O bound; one that comes back at once stays I/O bound. Each request takes 1 ms; the first
+// process thinks 9 ms after each (idle 90 %), the second 0.1 ms (idle 9 %). slice_idle = 0 so that no too-idle
+// expiration (the other way to lose the flag) can interfere.
+#[test]
+fn io_bound_follows_the_share_of_time_a_queue_is_busy() {
+    for (think, want) in [(9 * MS, false), (100 * US, true)] {
+        let mut b = bfq(&DeviceInfo::ssd(), &["slice_idle=0", "low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let mut now = 0;
+        for i in 0..100u64 {
+            b.insert(read(i, 1, i * 8, 8), now);
+            let r = next_rq(&mut b, now);
+            now += MS;
+            b.completed(&r, now);
+            now += think;
+        }
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).io_bound, want, "think {think} ns");
+    }
+}
