@@ -332,7 +332,7 @@ impl FlowIo for EngineFlow {
                 file,
                 offset,
                 len,
-                mode: IoMode::Direct,
+                mode: IoMode::Direct | IoMode::DirectAsync,
                 ..
             } => self.direct(tag, false, file, offset, len),
             Op::Write { file, offset, len, .. } => self.direct(tag, true, file, offset, len),
