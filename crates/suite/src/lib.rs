@@ -8,6 +8,7 @@ pub mod benchmarks;
 pub mod experiment;
 pub mod limits;
 pub mod real;
+pub mod replay;
 pub mod report;
 pub mod reproduce;
 pub mod result;

@@ -47,6 +47,7 @@ impl Benchmark {
             Benchmark::Fairness => &["1:2:4-outer", "1:2:4-inner", "1:2:4-mixed"],
             Benchmark::Interleaved => &["3r", "5r", "6r", "7r", "9r"],
             Benchmark::Iozone => &["1-thread", "10-thread"],
+            Benchmark::Replay => &[crate::replay::TOTAL_ROW],
         }
     }
 }
@@ -366,6 +367,11 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             Benchmark::Interleaved => Work::Interleaved {
                 readers: parse_interleaved(w)?,
             },
+            Benchmark::Replay => {
+                return Err(invalid(
+                    "trace replays are run by `bfq replay TRACE`, not by `bfq suite`".into(),
+                ))
+            }
             Benchmark::Iozone => {
                 let threads = parse_iozone(w)?;
                 let file_size = cfg.file_size.unwrap_or_else(|| default_iozone_file_size(threads));

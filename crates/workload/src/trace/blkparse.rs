@@ -101,9 +101,16 @@ fn parse_line(line: &str, b: &mut Builder) -> Result<BlockEvent, String> {
     let (kind, sync) =
         parse_rwbs(rwbs).ok_or_else(|| format!("RWBS flags {} are not [F]R|W|D|N[FASM...]", excerpt(rwbs)))?;
     let rest: Vec<&str> = toks.collect();
-    // Passthrough and data-less requests print other payloads (`0 (cmd) [comm]`, `[comm]`): not requests.
+    // Passthrough and data-less requests print other payloads (`0 (cmd) [comm]`, `[comm]`, and for a completion
+    // of a flush sequence `SECTOR [ERROR]`): not requests.
     if kind == Kind::Other || rest.get(1) != Some(&"+") {
-        if kind != Kind::Other {
+        let no_data = match rest.as_slice() {
+            [] => true,
+            [first, ..] if first.starts_with('[') => true,
+            [sector, err, ..] => action == Action::Complete && sector.parse::<u64>().is_ok() && err.starts_with('['),
+            _ => false,
+        };
+        if kind != Kind::Other && !no_data {
             return Err(format!(
                 "{action_tok} event of a read or write without `SECTOR + BLOCKS`, got {}",
                 excerpt(&rest.join(" "))
@@ -117,7 +124,8 @@ fn parse_line(line: &str, b: &mut Builder) -> Result<BlockEvent, String> {
         Some(words) if !words.is_empty() && action != Action::Complete => {
             let comm = words.join(" ");
             let comm = comm.trim_start_matches('[').trim_end_matches(']');
-            (!comm.is_empty()).then(|| b.name(comm))
+            // Traces taken through ftrace's blk tracer have no process-name records: blkparse prints `(null)`.
+            (!comm.is_empty() && comm != "(null)").then(|| b.name(comm))
         }
         _ => None,
     };
@@ -151,6 +159,8 @@ mod tests {
   7,0    1        6     0.000104000     0  C   R 2048 + 8 [0]
   7,0    0        3     0.000306000     0  C  WS 4096 + 16 [0]
   7,0    0        4     0.000400000  4243  D   N 0 (00 00) [dd]
+  7,0    0        4     0.000400000  4243  Q FWS [(null)]
+  7,0    0        4     0.000400000  4243  C  WS 0 [0]
   7,0    0        5     0.000500000  4243  m   N cfq4243S / some message
 
 CPU0 (7,0):
@@ -196,7 +206,7 @@ Total (7,0):
     #[test]
     fn bad_lines_are_refused_with_their_line_number() {
         let good = "  7,0 1 1 0.000000000 1 D R 8 + 8 [a]\n";
-        let cases: [(&str, &str); 10] = [
+        let cases: [(&str, &str); 11] = [
             ("x,0 1 1 0.0 1 D R 8 + 8 [a]", "line 2: device `x,0` is not MAJ,MIN"),
             ("7,0 one 1 0.0 1 D R 8 + 8 [a]", "line 2: CPU `one` is not a number"),
             ("7,0 1 1 0.0", "line 2: missing pid"),
@@ -213,6 +223,7 @@ Total (7,0):
                 "7,0 1 1 0.0 1 D R 8 - 8 [a]",
                 "line 2: D event of a read or write without `SECTOR + BLOCKS`",
             ),
+            ("7,0 1 1 0.0 1 D R 8 [0]", "line 2: D event of a read or write without"),
             ("7,0 1 1 0.0 1 D R x + 8 [a]", "line 2: sector `x` is not a number"),
             (
                 "7,0 1 1 0.0 1 D R 8 + 4294967296 [a]",
