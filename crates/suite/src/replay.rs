@@ -431,6 +431,185 @@ fn measure(
     }
 }
 
+/// Largest trace file read, bytes: a trace is read whole into memory.
+pub const MAX_TRACE_FILE_BYTES: u64 = 2 << 30;
+
+/// The files of a trace at `path`: the file itself, or for blktrace output (`DEV.blktrace.N`, or the base name
+/// `DEV` when `DEV.blktrace.0` exists) every CPU's file of `DEV`, in CPU order. Returns the trace's label (its file
+/// name, or `DEV` for blktrace output) and the paths.
+pub fn trace_files(path: &std::path::Path) -> Result<(String, Vec<std::path::PathBuf>), ScenarioError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = match name.rsplit_once(".blktrace.") {
+        Some((base, cpu)) if cpu.parse::<u32>().is_ok() && path.is_file() => Some(base.to_string()),
+        _ if !path.exists() && path.with_file_name(format!("{name}.blktrace.0")).is_file() => Some(name.clone()),
+        _ => None,
+    };
+    let Some(base) = base else {
+        if !path.is_file() {
+            return Err(ScenarioError::Input(format!(
+                "trace {} is not a readable file (blktrace output: give DEV.blktrace.0 or the base name DEV)",
+                path.display()
+            )));
+        }
+        return Ok((name, vec![path.to_path_buf()]));
+    };
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let mut cpus: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .map_err(|e| ScenarioError::Input(format!("cannot list {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let cpu = n.strip_prefix(&format!("{base}.blktrace."))?.parse::<u32>().ok()?;
+            Some((cpu, e.path()))
+        })
+        .collect();
+    cpus.sort();
+    Ok((base, cpus.into_iter().map(|(_, p)| p).collect()))
+}
+
+/// Reads the trace at `path` (see [`trace_files`]) in `format`, or the format detected from its first bytes.
+/// Errors name the file and say where it is wrong (`FILE: line N: ...`, `FILE: record N at byte B: ...`).
+pub fn load_trace(
+    path: &std::path::Path,
+    format: Option<bfq_workload::trace::TraceFormat>,
+    opts: &bfq_workload::trace::ParseOptions,
+) -> Result<(String, Trace), ScenarioError> {
+    use bfq_workload::trace::{self as tr, TraceFormat};
+    let (label, paths) = trace_files(path)?;
+    let mut data = Vec::with_capacity(paths.len());
+    for p in &paths {
+        let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        if len > MAX_TRACE_FILE_BYTES {
+            return Err(ScenarioError::Input(format!(
+                "trace {} is {len} bytes: at most {MAX_TRACE_FILE_BYTES} bytes are read; cut it (e.g. with head)",
+                p.display()
+            )));
+        }
+        let bytes =
+            std::fs::read(p).map_err(|e| ScenarioError::Input(format!("cannot read trace {}: {e}", p.display())))?;
+        data.push((p.display().to_string(), bytes));
+    }
+    let format = match format {
+        Some(f) => f,
+        None => TraceFormat::detect(&data[0].1).ok_or_else(|| {
+            ScenarioError::Input(format!(
+                "cannot tell the format of trace {}: give --format blkparse, blktrace, msr or fiu",
+                paths[0].display()
+            ))
+        })?,
+    };
+    let trace = match format {
+        TraceFormat::Blktrace => {
+            let files: Vec<(&str, &[u8])> = data.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
+            tr::blktrace::parse_files(&files, opts)
+        }
+        f => {
+            if data.len() > 1 {
+                return Err(ScenarioError::Input(format!(
+                    "trace {} is blktrace output: give --format blktrace (or auto), not {f}",
+                    path.display()
+                )));
+            }
+            tr::parse(f, &data[0].1, opts).map_err(|e| e.in_file(data[0].0.clone()))
+        }
+    };
+    let trace = trace.map_err(|e| ScenarioError::Input(e.to_string()))?;
+    Ok((label, trace))
+}
+
+/// Runs replay experiments on `threads` worker threads (real targets: give 1), calling `progress(done, total)`
+/// after each; outcomes keep the experiments' order. Stops at the first failure and returns it.
+pub fn run_all(
+    exps: &[Experiment],
+    threads: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<ReplayOutcome>, ScenarioError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let slots: std::sync::Mutex<Vec<Option<Result<ReplayOutcome, ScenarioError>>>> =
+        std::sync::Mutex::new((0..exps.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..crate::limits::worker_threads(threads, exps.len()) {
+            s.spawn(|| loop {
+                if failed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(exp) = exps.get(i) else { break };
+                let r = run(exp);
+                if r.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                }
+                if let Ok(mut v) = slots.lock() {
+                    v[i] = Some(r);
+                }
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, exps.len());
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(exps.len());
+    for slot in slots.into_inner().unwrap_or_default() {
+        match slot {
+            Some(Ok(o)) => out.push(o),
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    if out.len() != exps.len() {
+        return Err(ScenarioError::Input("a replay did not run".into()));
+    }
+    Ok(out)
+}
+
+/// The text of `replay.txt`: how the trace was replayed, and per target and scheduler the lateness of an
+/// open-loop replay (deterministic for the simulator, measured on the real targets).
+pub fn replay_text(outcomes: &[ReplayOutcome]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if let Some(first) = outcomes.first() {
+        for n in &first.notes[..first.notes.len().saturating_sub(1)] {
+            let _ = writeln!(out, "{n}");
+        }
+    }
+    let mut last_note = String::new();
+    for o in outcomes {
+        let t = o.total();
+        if let Some(n) = o.notes.last().filter(|n| **n != last_note) {
+            let _ = writeln!(out, "{}: {n}", t.target);
+            last_note = n.clone();
+        }
+    }
+    for o in outcomes {
+        let t = o.total();
+        let label = crate::report::scheduler_label(t);
+        match &o.lateness {
+            Some(l) => {
+                let _ = writeln!(
+                    out,
+                    "{} {label}: issue lateness median {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} requests",
+                    t.target,
+                    l.median_ns as f64 / 1e6,
+                    l.p99_ns as f64 / 1e6,
+                    l.max_ns as f64 / 1e6,
+                    l.requests
+                );
+            }
+            None => {
+                let _ = writeln!(out, "{} {label}: closed loop (no schedule to be late for)", t.target);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
