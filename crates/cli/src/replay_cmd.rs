@@ -164,6 +164,21 @@ fn experiments(a: &ReplayArgs) -> Result<Vec<Experiment>> {
     for t in &a.target {
         targets.extend(Target::parse_list(t)?);
     }
+    if let Some(bytes) = area {
+        for t in &targets {
+            if let Target::Sim(d) = t {
+                if let Ok(cfg) = bfq_sim::device::resolve(d) {
+                    let capacity = cfg.build().info().capacity_sectors.saturating_mul(512);
+                    if bytes > capacity {
+                        bail!(
+                            "--area {} is larger than the {capacity} bytes of {t}: give at most the device's capacity",
+                            a.area.as_deref().unwrap_or_default()
+                        );
+                    }
+                }
+            }
+        }
+    }
     let schedulers = list(&a.sched);
     bfq_suite::suite::check_runs(&targets, &schedulers, &a.tune, Benchmark::Replay)?;
     if a.allow_device && targets.iter().all(Target::is_sim) {
