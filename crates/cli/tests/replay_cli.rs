@@ -111,8 +111,9 @@ fn bad_input_fails_before_any_work_with_one_line() {
         (vec!["replay", &blk, "--area", "12Q"], "--area invalid size".into()),
         (
             vec!["replay", &blk, "--area", "1K"],
-            "--area must be at least 4K".into(),
+            "--area invalid size '1K' is 1024 bytes, not a multiple of 4096".into(),
         ),
+        (vec!["replay", &blk, "--area", "0"], "--area must be at least 4K".into()),
         (
             vec!["replay", &blk, "--area", "64T", "--target", "nvme"],
             "--area 64T is larger than the".into(),
