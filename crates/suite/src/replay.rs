@@ -579,12 +579,16 @@ pub fn replay_text(outcomes: &[ReplayOutcome]) -> String {
             let _ = writeln!(out, "{n}");
         }
     }
-    let mut last_note = String::new();
+    // The target's own note (device, replay file) once per target: from its first run.
+    let mut seen: Vec<&str> = Vec::new();
     for o in outcomes {
         let t = o.total();
-        if let Some(n) = o.notes.last().filter(|n| **n != last_note) {
+        if seen.contains(&t.target.as_str()) {
+            continue;
+        }
+        seen.push(&t.target);
+        if let Some(n) = o.notes.last() {
             let _ = writeln!(out, "{}: {n}", t.target);
-            last_note = n.clone();
         }
     }
     for o in outcomes {
