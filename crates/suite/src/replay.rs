@@ -664,6 +664,52 @@ mod tests {
     }
 
     #[test]
+    fn the_real_default_area_is_the_footprint_within_half_the_free_space() {
+        let mib = 1 << 20;
+        assert_eq!(default_real_area(537_591_808, 10 << 30), 513 * mib, "rounded up to MiB");
+        assert_eq!(
+            default_real_area(537_591_808, 1 << 30),
+            512 * mib,
+            "half the free space"
+        );
+        assert_eq!(default_real_area(100, 0), MIN_REAL_AREA);
+    }
+
+    #[test]
+    fn blktrace_output_is_found_by_any_cpu_file_or_its_base_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for cpu in [1, 0, 10] {
+            std::fs::write(dir.path().join(format!("sda.blktrace.{cpu}")), b"").expect("writes");
+        }
+        std::fs::write(dir.path().join("sdb.blktrace.0"), b"").expect("writes");
+        let names = |p: &std::path::Path| {
+            let (label, files) = trace_files(p).expect("found");
+            let names: Vec<String> = files
+                .iter()
+                .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+                .collect();
+            (label, names)
+        };
+        let want = (
+            "sda".to_string(),
+            vec![
+                "sda.blktrace.0".into(),
+                "sda.blktrace.1".into(),
+                "sda.blktrace.10".into(),
+            ],
+        );
+        assert_eq!(names(&dir.path().join("sda")), want);
+        assert_eq!(names(&dir.path().join("sda.blktrace.1")), want);
+        std::fs::write(dir.path().join("t.csv"), b"").expect("writes");
+        assert_eq!(
+            names(&dir.path().join("t.csv")),
+            ("t.csv".to_string(), vec!["t.csv".to_string()])
+        );
+        let e = trace_files(&dir.path().join("nothing")).expect_err("missing");
+        assert!(e.to_string().contains("is not a readable file"), "{e}");
+    }
+
+    #[test]
     fn closed_loop_never_issues_earlier_than_open_loop() {
         let open = run(&exp("noop", ReplayOptions::default())).expect("runs");
         let closed = run(&exp(
