@@ -100,6 +100,22 @@ fn the_fixture_replays_on_the_engine_and_the_kernel() {
             );
         }
     }
+    // A FIU trace's writes are async: the engine submits them as async writes, and they complete.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fiu_path = tmp.path().join("small.fiu");
+    let text: String = (0..100u64)
+        .map(|i| bfq_workload::trace::fiu::line(i * 500_000, 7 + (i % 2) as u32, "p", i * 64, 8, i % 2 == 1))
+        .collect();
+    std::fs::write(&fiu_path, text).expect("writes");
+    let (fl, ft) = replay::load_trace(&fiu_path, None, &ParseOptions::default()).expect("loads");
+    assert!(ft.requests.iter().any(|r| !r.sync), "async writes in the trace");
+    let mut w = ReplayWork::new(fl, ft, ReplayOptions::default());
+    w.area_bytes = Some(256 << 20);
+    let exp = Experiment::new(Target::Engine(d.dir.clone()), "bfq", Work::Replay(Arc::new(w)));
+    let o = replay::run(&exp).expect("engine replays async writes");
+    assert_eq!(o.total().extra["requests"], 100.0);
+    assert!(!o.total().timed_out && !o.total().extra.contains_key("errors"));
+    assert_eq!(scheduler_of(&dev).expect("scheduler").0, before);
     // A kernel scheduler that no longer exists is refused before anything changes.
     let w = Arc::new(ReplayWork::new(label, trace, ReplayOptions::default()));
     let e = replay::run(&Experiment::new(Target::Kernel(d.dir.clone()), "cfq", Work::Replay(w))).unwrap_err();

@@ -46,9 +46,8 @@ pub enum IoMode {
     /// O_DIRECT: straight to the device.
     Direct,
     /// O_DIRECT, but a write's block requests are async (not `REQ_SYNC`), as the async writes of a replayed
-    /// block trace (docs/TRACES.md). The simulator honours the flag; the real targets issue such a write as
-    /// [`IoMode::Direct`] (the kernel marks every O_DIRECT write sync, and the engine's requests are all sync).
-    /// Reads are sync whatever the mode.
+    /// block trace (docs/TRACES.md). The simulator and the engine honour the flag; the kernel target issues such a
+    /// write as [`IoMode::Direct`] (the kernel marks every O_DIRECT write sync). Reads are sync whatever the mode.
     DirectAsync,
 }
 
