@@ -8,6 +8,7 @@ use std::process::ExitCode;
 mod loopdev;
 mod progress;
 mod record;
+mod replay_cmd;
 mod suite_cmd;
 
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
@@ -36,6 +37,8 @@ enum Cmd {
     Suite(suite_cmd::SuiteArgs),
     /// Make or remove a loop device for the real targets (needs root).
     Loopdev(loopdev::LoopdevArgs),
+    /// Replay a block trace (blkparse, blktrace, MSR Cambridge, FIU) under each scheduler on one or more targets.
+    Replay(replay_cmd::ReplayArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Record(args) => record::record(args),
         Cmd::Suite(args) => suite_cmd::run(args),
         Cmd::Loopdev(args) => loopdev::run(args),
+        Cmd::Replay(args) => replay_cmd::run(args),
     }
 }
 

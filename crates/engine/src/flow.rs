@@ -131,6 +131,7 @@ impl Flow {
             ptr: buf.as_mut_ptr(),
             buf: None,
             tag: 0,
+            sync: true,
         })
     }
 
@@ -148,6 +149,7 @@ impl Flow {
             ptr: buf.as_ptr() as *mut u8,
             buf: None,
             tag: 0,
+            sync: true,
         })
     }
 
@@ -170,6 +172,7 @@ impl Flow {
         offset: u64,
         mut buf: AlignedBuf,
         tag: u64,
+        sync: bool,
     ) -> Result<(), EngineError> {
         let len = self.check(file, offset, buf.len(), buf.as_ptr() as usize, dir)?;
         let ptr = buf.as_mut_ptr();
@@ -182,6 +185,7 @@ impl Flow {
             ptr,
             buf: Some(buf),
             tag,
+            sync,
         }))?;
         self.outstanding.set(self.outstanding.get() + 1);
         Ok(())
@@ -190,12 +194,19 @@ impl Flow {
     /// Starts reading `buf.len()` bytes at `offset` of `file` into `buf` without waiting; [`Flow::wait`] returns
     /// the buffer with `tag`. On an error here nothing was submitted (and the buffer is dropped).
     pub fn submit_read(&self, file: FileRef, offset: u64, buf: AlignedBuf, tag: u64) -> Result<(), EngineError> {
-        self.submit(Direction::Read, file, offset, buf, tag)
+        self.submit(Direction::Read, file, offset, buf, tag, true)
     }
 
     /// Starts writing `buf` at `offset` of `file` without waiting; [`Flow::wait`] returns the buffer with `tag`.
     pub fn submit_write(&self, file: FileRef, offset: u64, buf: AlignedBuf, tag: u64) -> Result<(), EngineError> {
-        self.submit(Direction::Write, file, offset, buf, tag)
+        self.submit(Direction::Write, file, offset, buf, tag, true)
+    }
+
+    /// Like [`Flow::submit_write`], but the block request is async (not `REQ_SYNC`), as background writeback is:
+    /// the policy queues it as an async request (BFQ and CFQ in their shared async queues, the depth limits of
+    /// async I/O apply) and it draws from the async tag pool. Used to replay a block trace's async writes.
+    pub fn submit_write_async(&self, file: FileRef, offset: u64, buf: AlignedBuf, tag: u64) -> Result<(), EngineError> {
+        self.submit(Direction::Write, file, offset, buf, tag, false)
     }
 
     /// Waits for the next asynchronous request of this flow to complete, in completion order. Fails with

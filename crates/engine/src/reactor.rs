@@ -91,6 +91,8 @@ struct Op {
     ptr: *mut u8,
     buf: Option<AlignedBuf>,
     tag: u64,
+    /// The block request is sync (every one but a write submitted async).
+    sync: bool,
     /// Kernel result: bytes, or a negative errno.
     res: i32,
 }
@@ -131,10 +133,10 @@ struct Reactor {
     /// Spare part vectors and iovec vectors for reuse.
     spare_parts: Vec<Vec<OpKey>>,
     spare_iov: Vec<Vec<libc::iovec>>,
-    /// Requests waiting for a scheduler tag, per direction.
-    pending: [VecDeque<OpKey>; 2],
-    /// Scheduler tags held by requests inserted and not completed. Every engine request is sync (O_DIRECT), so
-    /// reads and writes draw from the sync pool whether or not the policy separates sync and async pools.
+    /// Requests waiting for a scheduler tag, per tag class ([`TagClass::index`]): sync reads, sync writes, async.
+    pending: [VecDeque<OpKey>; 3],
+    /// Scheduler tags held by requests inserted and not completed. Engine requests are sync (O_DIRECT) but for
+    /// writes submitted async, which draw from the async class.
     tags: TagPool,
     flows: Vec<Option<Arc<FlowShared>>>,
     cmds: Vec<Cmd>,
@@ -248,7 +250,7 @@ impl Reactor {
             free_inflight: Vec::with_capacity(tags as usize),
             spare_parts: Vec::new(),
             spare_iov: Vec::new(),
-            pending: [VecDeque::new(), VecDeque::new()],
+            pending: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             tags: tag_pool,
             flows: Vec::new(),
             cmds: Vec::with_capacity(256),
@@ -439,6 +441,7 @@ impl Reactor {
                     ptr: std::ptr::null_mut(),
                     buf: None,
                     tag: 0,
+                    sync: true,
                 };
                 let idx = self.alloc_op(OpKind::Fsync, sync);
                 if let Some(msg) = &self.poisoned {
@@ -494,6 +497,7 @@ impl Reactor {
             ptr: io.ptr,
             buf: io.buf,
             tag: io.tag,
+            sync: io.sync || io.dir == Direction::Read,
             res: 0,
         })
     }
@@ -511,7 +515,7 @@ impl Reactor {
     }
 
     fn accept(&mut self, io: IoCmd) {
-        let (dir, file) = (io.dir, io.file);
+        let (dir, file, sync) = (io.dir, io.file, io.sync || io.dir == Direction::Read);
         let kind = match dir {
             Direction::Read => OpKind::Read,
             Direction::Write => OpKind::Write,
@@ -524,7 +528,7 @@ impl Reactor {
         } else if (file as usize) >= self.files.len() {
             self.fail_op(idx, EngineError::ForeignFile);
         } else {
-            self.pending[dir.index()].push_back(idx);
+            self.pending[TagClass::of(dir, sync).index()].push_back(idx);
         }
     }
 
@@ -545,17 +549,21 @@ impl Reactor {
         }
         // Admit waiting requests while scheduler tags (and the policy's depth limit for their kind) allow.
         let t1 = mono_ns();
-        for dir in [Direction::Read, Direction::Write] {
-            while let Some(&idx) = self.pending[dir.index()].front() {
-                if !self.tags.try_allocate(TagClass::of(dir, true), self.driver.policy()) {
+        for class in TagClass::ALL {
+            while let Some(&idx) = self.pending[class.index()].front() {
+                if !self.tags.try_allocate(class, self.driver.policy()) {
                     break;
                 }
-                self.pending[dir.index()].pop_front();
+                self.pending[class.index()].pop_front();
                 self.ops[idx].state = OpState::Queued;
                 let op = &self.ops[idx];
+                let dir = match op.kind {
+                    OpKind::Write => Direction::Write,
+                    _ => Direction::Read,
+                };
                 let sector = self.files_base(op.file) + op.offset / SECTOR_BYTES;
                 let sectors = (u64::from(op.len) / SECTOR_BYTES) as u32;
-                let rq = Request::new(Self::request_id(idx), op.flow, dir, true, sector, sectors);
+                let rq = Request::new(Self::request_id(idx), op.flow, dir, op.sync, sector, sectors);
                 self.driver.insert(rq, now);
             }
         }
@@ -756,7 +764,7 @@ impl Reactor {
                 OpKind::Write => Direction::Write,
                 _ => Direction::Read,
             };
-            self.tags.release(TagClass::of(dir, true));
+            self.tags.release(TagClass::of(dir, self.ops[p].sync));
             self.finish_op(p);
         }
         parts.clear();

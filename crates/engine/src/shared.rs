@@ -33,6 +33,9 @@ pub(crate) struct IoCmd {
     pub buf: Option<AlignedBuf>,
     /// The caller's tag (asynchronous requests).
     pub tag: u64,
+    /// The block request is sync (`REQ_SYNC`): every read and O_DIRECT write; `false` only for a write submitted
+    /// with [`crate::Flow::submit_write_async`].
+    pub sync: bool,
 }
 
 // SAFETY: `ptr` points into `buf` (which moves with the command) or into a buffer whose owner is blocked in

@@ -297,6 +297,57 @@ fn the_policy_depth_limit_bounds_inserted_writes() {
     assert!((1..=2).contains(&max_held), "writes held at once: {max_held}");
 }
 
+/// Records the direction and sync flag of every inserted request.
+struct SyncRecorder {
+    seen: Arc<Mutex<Vec<(Direction, bool)>>>,
+}
+
+impl Hooks for SyncRecorder {
+    fn name(&self) -> &'static str {
+        "sync-recorder"
+    }
+    fn on_insert(&mut self, rq: &Request, _: Time) {
+        self.seen.lock().unwrap().push((rq.dir, rq.sync));
+    }
+}
+
+#[test]
+fn async_writes_reach_the_policy_as_async_and_everything_else_as_sync() {
+    let dir = TempDir::new("asyncw");
+    let path = dir.path().join("data");
+    pattern_file(&path, 1 << 20);
+    for policy in ["bfq", "cfq", "mq-deadline"] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let inner = bfq_sched::build::<&str>(policy, &DeviceInfo::ssd(), &[]).unwrap();
+        let hooks = SyncRecorder {
+            seen: Arc::clone(&seen),
+        };
+        let engine = Engine::start(Box::new(Wrapped::new(inner, hooks)), cfg()).unwrap();
+        let file = engine.open(&path, true).unwrap();
+        let flow = engine.flow(FlowOptions::named("w")).unwrap();
+        for i in 0..8u64 {
+            // Far apart, so that nothing merges: one request per submission.
+            flow.submit_write_async(file, i * 65536, AlignedBuf::new(4096), i)
+                .unwrap();
+            flow.submit_write(file, i * 65536 + 16384, AlignedBuf::new(4096), 100 + i)
+                .unwrap();
+            flow.submit_read(file, i * 65536 + 32768, AlignedBuf::new(4096), 200 + i)
+                .unwrap();
+        }
+        for _ in 0..24 {
+            assert_eq!(flow.wait().unwrap().result.unwrap(), 4096, "{policy}");
+        }
+        drop(flow);
+        let stats = engine.shutdown().unwrap();
+        assert_eq!((stats.completed, stats.errors), (24, 0), "{policy}");
+        let seen = seen.lock().unwrap();
+        let count = |d: Direction, s: bool| seen.iter().filter(|&&x| x == (d, s)).count();
+        assert_eq!(count(Direction::Write, false), 8, "{policy}: async writes");
+        assert_eq!(count(Direction::Write, true), 8, "{policy}: sync writes");
+        assert_eq!(count(Direction::Read, true), 8, "{policy}: reads");
+    }
+}
+
 #[test]
 fn files_get_disjoint_sector_ranges_and_reopening_keeps_the_base() {
     let dir = TempDir::new("bases");

@@ -10,13 +10,17 @@ use bfq_sched::DeviceInfo;
 pub type Body = fn(&[u8]);
 
 /// Every fuzz target by name, as in `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/`.
-pub const TARGETS: [(&str, Body); 6] = [
+pub const TARGETS: [(&str, Body); 10] = [
     ("profile", profile),
     ("device_toml", device_toml),
     ("ftrace", ftrace),
     ("tunables", tunables),
     ("cli_args", cli_args),
     ("policies", policies),
+    ("blkparse", blkparse),
+    ("blktrace", blktrace),
+    ("msr", msr),
+    ("fiu", fiu),
 ];
 
 /// The start-up profile parser: any text parses or fails with a line number inside the text; an accepted profile
@@ -149,5 +153,124 @@ pub fn policies(data: &[u8]) {
         if let Err(e) = bfq_sched::conformance::run_script(desc.name, data) {
             panic!("{e}");
         }
+    }
+}
+
+/// What every trace reader must keep, on any input: no panic; an error is one line and points inside the input
+/// (a line of the text, or a record starting inside the bytes); an accepted trace is sorted by time from 0 with
+/// requests of at least one byte that do not overflow, and its replay plan maps every request into the replay
+/// area on sector boundaries.
+fn check_trace(
+    parsed: Result<bfq_workload::trace::Trace, bfq_workload::trace::TraceError>,
+    lines: usize,
+    bytes: usize,
+) {
+    use bfq_workload::trace::replay::{plan, Mapping, ReplayOptions};
+    use bfq_workload::trace::Location;
+    match parsed {
+        Err(e) => {
+            let text = e.to_string();
+            assert!(!text.contains('\n'), "one line: {text:?}");
+            match e.at {
+                Location::Line(n) => assert!(n >= 1 && n <= lines.max(1), "line {n} of {lines}"),
+                Location::Record { record, byte } => {
+                    assert!(
+                        record >= 1 && (byte as usize) < bytes.max(1),
+                        "record {record} at byte {byte} of {bytes}"
+                    )
+                }
+                Location::Whole => {}
+            }
+        }
+        Ok(t) => {
+            assert!(!t.requests.is_empty(), "an accepted trace has requests");
+            assert_eq!(t.requests[0].time_ns, 0, "times start at 0");
+            for w in t.requests.windows(2) {
+                assert!(w[0].time_ns <= w[1].time_ns, "sorted by time");
+            }
+            for r in &t.requests {
+                assert!(r.len >= 1 && r.offset.checked_add(r.len).is_some(), "{r:?}");
+                assert!((r.volume as usize) < t.volumes.len().max(1));
+            }
+            for mapping in [Mapping::Wrap, Mapping::Scale] {
+                let area = 1 << 20;
+                let opts = ReplayOptions {
+                    mapping,
+                    max_flows: 4,
+                    ..ReplayOptions::default()
+                };
+                let p = plan(&t, &opts, area).expect("default options plan any trace");
+                assert_eq!(p.requests(), t.requests.len(), "every request in one flow");
+                assert!(p.flows.len() <= 4);
+                for f in &p.flows {
+                    for r in &f.requests {
+                        assert!(r.offset % 512 == 0 && r.len % 512 == 0 && r.len > 0, "{r:?}");
+                        assert!(r.offset + r.len <= area, "{r:?} inside the area");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn trace_text(
+    data: &[u8],
+    parse: fn(
+        &str,
+        &bfq_workload::trace::ParseOptions,
+    ) -> Result<bfq_workload::trace::Trace, bfq_workload::trace::TraceError>,
+) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let lines = text.lines().count();
+    for event in [
+        bfq_workload::trace::TraceEvent::Issue,
+        bfq_workload::trace::TraceEvent::Queue,
+    ] {
+        let opts = bfq_workload::trace::ParseOptions {
+            event,
+            max_requests: 64,
+            truncate: data.first().is_some_and(|b| b % 2 == 0),
+        };
+        check_trace(parse(text, &opts), lines, data.len());
+    }
+}
+
+/// blkparse's text reader (`bfq replay --format blkparse`), with issue and queue events.
+pub fn blkparse(data: &[u8]) {
+    trace_text(data, bfq_workload::trace::blkparse::parse);
+}
+
+/// The MSR Cambridge CSV reader (`bfq replay --format msr`).
+pub fn msr(data: &[u8]) {
+    trace_text(data, bfq_workload::trace::msr::parse);
+}
+
+/// The FIU trace reader (`bfq replay --format fiu`).
+pub fn fiu(data: &[u8]) {
+    trace_text(data, bfq_workload::trace::fiu::parse);
+}
+
+/// blktrace's binary reader (`bfq replay --format blktrace`): the bytes as one file, and split in two per-CPU
+/// files at a point the first byte chooses.
+pub fn blktrace(data: &[u8]) {
+    use bfq_workload::trace::{blktrace::parse_files, ParseOptions, TraceEvent};
+    let split = data.first().map_or(0, |&b| usize::from(b) * 48).min(data.len());
+    for event in [TraceEvent::Issue, TraceEvent::Queue] {
+        let opts = ParseOptions {
+            event,
+            max_requests: 64,
+            truncate: true,
+        };
+        check_trace(parse_files(&[("", data)], &opts), 0, data.len());
+        let (a, b) = data.split_at(split);
+        let two = parse_files(&[("a", a), ("b", b)], &opts);
+        if let Err(e) = &two {
+            assert!(!e.to_string().contains('\n'));
+        }
+        check_trace(
+            two.map_err(|e| bfq_workload::trace::TraceError { file: None, ..e }),
+            0,
+            data.len(),
+        );
     }
 }

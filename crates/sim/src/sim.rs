@@ -588,10 +588,12 @@ impl Simulation {
         }
         match op {
             Op::Read {
-                mode: IoMode::Direct, ..
+                mode: IoMode::Direct | IoMode::DirectAsync,
+                ..
             }
             | Op::Write {
-                mode: IoMode::Direct, ..
+                mode: IoMode::Direct | IoMode::DirectAsync,
+                ..
             } => {
                 let dir = if matches!(op, Op::Read { .. }) {
                     Direction::Read
@@ -599,6 +601,14 @@ impl Simulation {
                     Direction::Write
                 };
                 let meta = matches!(op, Op::Read { meta: true, .. });
+                // Reads are sync; a write is async only when the process says so (a replayed trace's async write).
+                let sync = !matches!(
+                    op,
+                    Op::Write {
+                        mode: IoMode::DirectAsync,
+                        ..
+                    }
+                );
                 if len == 0 {
                     return self.complete_op_later(pid, tag, Ok(0), 0);
                 }
@@ -621,7 +631,7 @@ impl Simulation {
                         kind: ReqKind::Direct,
                         flow,
                         dir,
-                        sync: true,
+                        sync,
                         sector,
                         sectors: n as u32,
                         meta,

@@ -47,6 +47,8 @@ pub enum Work {
         /// File size per thread, bytes.
         file_size: u64,
     },
+    /// A block trace replayed as one process per flow (`bfq replay`, docs/TRACES.md).
+    Replay(std::sync::Arc<crate::replay::ReplayWork>),
 }
 
 impl Work {
@@ -72,6 +74,7 @@ impl Work {
             Work::Fairness { .. } => Benchmark::Fairness,
             Work::Interleaved { .. } => Benchmark::Interleaved,
             Work::Iozone { .. } => Benchmark::Iozone,
+            Work::Replay(_) => Benchmark::Replay,
         }
     }
 
@@ -88,6 +91,7 @@ impl Work {
             }
             Work::Interleaved { readers } => format!("{readers}r-interleaved"),
             Work::Iozone { threads, .. } => format!("{threads}-thread"),
+            Work::Replay(_) => crate::replay::TOTAL_ROW.to_string(),
         }
     }
 
@@ -202,6 +206,10 @@ impl Experiment {
 
     /// Runs the experiment on its target: the simulator, or a real target through [`run_real`].
     pub fn run(&self) -> Result<RunResult, ScenarioError> {
+        if let Work::Replay(_) = &self.work {
+            // Every target: the total's result (the per-flow ones come with `crate::replay::run`).
+            return crate::replay::run(self).map(|o| o.results[0].clone());
+        }
         let device = match &self.target {
             Target::Sim(device) => device.as_str(),
             real => return run_real(real, self),
@@ -212,6 +220,7 @@ impl Experiment {
             Work::Fairness { weights, zones } => run_fairness(self, device, weights, *zones),
             Work::Interleaved { readers } => run_interleaved(self, device, *readers),
             Work::Iozone { threads, file_size } => run_iozone(self, device, *threads, *file_size),
+            Work::Replay(_) => unreachable!("replays returned above"),
         }
     }
 }

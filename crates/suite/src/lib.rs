@@ -9,6 +9,7 @@ pub mod cmdline;
 pub mod experiment;
 pub mod limits;
 pub mod real;
+pub mod replay;
 pub mod report;
 pub mod reproduce;
 pub mod request;

@@ -21,10 +21,12 @@ pub enum Benchmark {
     Interleaved,
     /// iozone write, re-write, read and re-read throughput with 1 or more threads (seed 003).
     Iozone,
+    /// A block trace replayed per flow (`bfq replay`, not a `bfq suite` benchmark).
+    Replay,
 }
 
 impl Benchmark {
-    /// Every benchmark, in help order.
+    /// Every benchmark of `bfq suite`, in help order ([`Benchmark::Replay`] is `bfq replay`'s).
     pub const ALL: [Benchmark; 6] = [
         Benchmark::Throughput,
         Benchmark::Startup,
@@ -43,6 +45,7 @@ impl Benchmark {
             Benchmark::Fairness => "fairness",
             Benchmark::Interleaved => "interleaved",
             Benchmark::Iozone => "iozone",
+            Benchmark::Replay => "replay",
         }
     }
 }

@@ -47,6 +47,7 @@ impl Benchmark {
             Benchmark::Fairness => &["1:2:4-outer", "1:2:4-inner", "1:2:4-mixed"],
             Benchmark::Interleaved => &["3r", "5r", "6r", "7r", "9r"],
             Benchmark::Iozone => &["1-thread", "10-thread"],
+            Benchmark::Replay => &[crate::replay::TOTAL_ROW],
         }
     }
 }
@@ -191,7 +192,7 @@ pub fn parse_iozone(text: &str) -> Result<u32, ScenarioError> {
 
 /// The tunables that apply to `sched`: those of `given` whose key it has, plus, for the fairness benchmark, S's
 /// `low_latency=0` when it has that key and it was not given.
-fn tunables_for(sched: &str, given: &[String], benchmark: Benchmark) -> Vec<String> {
+pub fn tunables_for(sched: &str, given: &[String], benchmark: Benchmark) -> Vec<String> {
     let Some(desc) = bfq_sched::find(sched) else {
         return Vec::new();
     };
@@ -216,42 +217,38 @@ fn no_duplicates(option: &str, items: &[String]) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// Checks `cfg` and turns it into jobs: repetitions outermost, then applications, targets, schedulers and
-/// workloads, so that a report shows the targets of one application side by side.
-///
-/// Every user error is found here, with a one-line message naming the bad value and what to use instead.
-pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
-    let b = cfg.benchmark;
-    if cfg.targets.is_empty() {
+/// Checks what every run of a suite or a replay shares, before any work: at least one target and scheduler, each
+/// named once, targets that resolve, schedulers that exist (in the kernel too for `kernel:` targets), tunables
+/// given once that apply to some chosen scheduler and whose values each simulated device's policy accepts.
+pub fn check_runs(
+    targets: &[Target],
+    schedulers: &[String],
+    tunables: &[String],
+    b: Benchmark,
+) -> Result<(), ScenarioError> {
+    if targets.is_empty() {
         return Err(invalid(
             "no target: give --target sim:<device>, engine:<dir> or kernel:<dir>".into(),
         ));
     }
-    for t in &cfg.targets {
+    for t in targets {
         t.check()?;
     }
     // A name given twice would run the same experiments twice with the same seeds and count them as extra
     // repetitions.
-    let targets: Vec<String> = cfg.targets.iter().map(ToString::to_string).collect();
-    no_duplicates("--target", &targets)?;
-    no_duplicates("--sched", &cfg.schedulers)?;
-    if let Some(w) = &cfg.workloads {
-        no_duplicates("--workloads", w)?;
-    }
-    if let Some(a) = &cfg.apps {
-        no_duplicates("--apps", a)?;
-    }
-    let keys: Vec<String> = cfg
-        .tunables
+    let names: Vec<String> = targets.iter().map(ToString::to_string).collect();
+    no_duplicates("--target", &names)?;
+    no_duplicates("--sched", schedulers)?;
+    let keys: Vec<String> = tunables
         .iter()
         .map(|kv| kv.split_once('=').map_or(kv.as_str(), |(k, _)| k).trim().to_string())
         .collect();
     no_duplicates("--tune", &keys)?;
-    if cfg.schedulers.is_empty() {
+    if schedulers.is_empty() {
         return Err(invalid("no scheduler: give --sched, e.g. bfq,cfq,deadline,noop".into()));
     }
-    let real_kernel = cfg.targets.iter().any(|t| matches!(t, Target::Kernel(_)));
-    for s in &cfg.schedulers {
+    let real_kernel = targets.iter().any(|t| matches!(t, Target::Kernel(_)));
+    for s in schedulers {
         if real_kernel && crate::target::kernel_scheduler(s).is_none() {
             return Err(invalid(format!(
                 "scheduler '{s}' does not exist in the kernel: kernel:DIR targets take none (noop), mq-deadline, \
@@ -269,26 +266,41 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             )));
         }
     }
-    for kv in &cfg.tunables {
-        if !cfg
-            .schedulers
+    for kv in tunables {
+        if !schedulers
             .iter()
             .any(|s| tunables_for(s, std::slice::from_ref(kv), b).contains(kv))
         {
             return Err(invalid(format!(
                 "tunable '{kv}' applies to none of {}: see `bfq schedulers` for each policy's tunables",
-                cfg.schedulers.join(", ")
+                schedulers.join(", ")
             )));
         }
     }
     // Tunable values are checked against each simulated device by building the policy once.
-    for t in &cfg.targets {
+    for t in targets {
         if let Target::Sim(dev) = t {
             let info = bfq_sim::device::resolve(dev)?.build().info();
-            for s in &cfg.schedulers {
-                bfq_sched::build(s, &info, &tunables_for(s, &cfg.tunables, b))?;
+            for s in schedulers {
+                bfq_sched::build(s, &info, &tunables_for(s, tunables, b))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks `cfg` and turns it into jobs: repetitions outermost, then applications, targets, schedulers and
+/// workloads, so that a report shows the targets of one application side by side.
+///
+/// Every user error is found here, with a one-line message naming the bad value and what to use instead.
+pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
+    let b = cfg.benchmark;
+    check_runs(&cfg.targets, &cfg.schedulers, &cfg.tunables, b)?;
+    if let Some(w) = &cfg.workloads {
+        no_duplicates("--workloads", w)?;
+    }
+    if let Some(a) = &cfg.apps {
+        no_duplicates("--apps", a)?;
     }
     let era = match (cfg.settings.era, b) {
         (e, Benchmark::Throughput | Benchmark::Startup) => e,
@@ -366,6 +378,11 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
             Benchmark::Interleaved => Work::Interleaved {
                 readers: parse_interleaved(w)?,
             },
+            Benchmark::Replay => {
+                return Err(invalid(
+                    "trace replays are run by `bfq replay TRACE`, not by `bfq suite`".into(),
+                ))
+            }
             Benchmark::Iozone => {
                 let threads = parse_iozone(w)?;
                 let file_size = cfg.file_size.unwrap_or_else(|| default_iozone_file_size(threads));

@@ -7,7 +7,7 @@
 //! Standard processes: fio-like [`readers`] and [`writers`] (engine in [`fio`]), application start-up replay
 //! ([`startup`], profiles in [`profile`], recorded from block traces by [`record`]), a [`video`] player and its
 //! [`noise`], [`interleaved`] readers, periodic [`sync`], an [`iozone`]-style throughput test, and the named
-//! background workloads of the S suite ([`workloads`]). Randomness comes only from seeded streams ([`rng`]).
+//! background workloads of the S suite ([`workloads`]), and block traces replayed as flows ([`trace`]). Randomness comes only from seeded streams ([`rng`]).
 
 #![warn(missing_docs)]
 
@@ -22,6 +22,7 @@ pub mod record;
 pub mod rng;
 pub mod startup;
 pub mod sync;
+pub mod trace;
 pub mod video;
 pub mod workloads;
 pub mod writers;

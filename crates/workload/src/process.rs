@@ -45,6 +45,17 @@ pub enum IoMode {
     Buffered,
     /// O_DIRECT: straight to the device.
     Direct,
+    /// O_DIRECT, but a write's block requests are async (not `REQ_SYNC`), as the async writes of a replayed
+    /// block trace (docs/TRACES.md). The simulator and the engine honour the flag; the kernel target issues such a
+    /// write as [`IoMode::Direct`] (the kernel marks every O_DIRECT write sync). Reads are sync whatever the mode.
+    DirectAsync,
+}
+
+impl IoMode {
+    /// Whether the I/O bypasses the page cache ([`IoMode::Direct`] or [`IoMode::DirectAsync`]).
+    pub fn is_direct(self) -> bool {
+        !matches!(self, IoMode::Buffered)
+    }
 }
 
 /// One operation a process asks for.
@@ -187,6 +198,21 @@ pub struct ProcessReport {
     /// Phases of a multi-phase test (e.g. iozone's write, re-write, read, re-read), in the order run; empty for
     /// other processes.
     pub phases: Vec<PhaseReport>,
+    /// When each request of a replayed trace was issued and completed, in the flow's request order; empty for
+    /// other processes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestTiming>,
+}
+
+/// When one request of a trace replay was issued and completed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RequestTiming {
+    /// When the process issued it, ns.
+    pub issued: Time,
+    /// When its completion reached the process, ns; `None` if it never completed (the run stopped first).
+    pub completed: Option<Time>,
+    /// It completed without an error.
+    pub ok: bool,
 }
 
 /// What one phase of a multi-phase process measured.

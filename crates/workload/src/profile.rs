@@ -349,7 +349,7 @@ impl Profile {
             let _ = writeln!(s, "profile {}", token(&self.name));
         }
         let mode = match self.mode {
-            IoMode::Direct => "direct",
+            IoMode::Direct | IoMode::DirectAsync => "direct",
             IoMode::Buffered => "buffered",
         };
         let _ = writeln!(s, "mode {mode}");

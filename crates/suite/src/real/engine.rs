@@ -148,14 +148,23 @@ impl EngineFlow {
         self.ready.push_back(Completion { tag, result });
     }
 
-    fn submit_engine(&mut self, write: bool, file: FileRef, start: u64, alen: u64, purpose: Purpose) -> bool {
+    /// Submits a read or a write (`write`, sync or async: `sync`) to the engine.
+    fn submit_engine(
+        &mut self,
+        write: bool,
+        sync: bool,
+        file: FileRef,
+        start: u64,
+        alen: u64,
+        purpose: Purpose,
+    ) -> bool {
         let t = self.next_tag;
         self.next_tag += 1;
         let buf = AlignedBuf::new(alen as usize);
-        let r = if write {
-            self.flow.submit_write(file, start, buf, t)
-        } else {
-            self.flow.submit_read(file, start, buf, t)
+        let r = match (write, sync) {
+            (true, true) => self.flow.submit_write(file, start, buf, t),
+            (true, false) => self.flow.submit_write_async(file, start, buf, t),
+            (false, _) => self.flow.submit_read(file, start, buf, t),
         };
         match r {
             Ok(()) => {
@@ -171,7 +180,7 @@ impl EngineFlow {
         }
     }
 
-    fn direct(&mut self, tag: u64, write: bool, file: FileId, offset: u64, len: u64) {
+    fn direct(&mut self, tag: u64, write: bool, sync: bool, file: FileId, offset: u64, len: u64) {
         let f = match self.file(file) {
             Ok(f) => f,
             Err(e) => return self.done(tag, Err(e)),
@@ -181,7 +190,7 @@ impl EngineFlow {
             return self.done(tag, Err(IoError::OutOfRange));
         }
         let (start, head, alen) = aligned(offset, len);
-        self.submit_engine(write, f, start, alen, Purpose::Op { tag, head, len });
+        self.submit_engine(write, sync, f, start, alen, Purpose::Op { tag, head, len });
     }
 
     /// Starts the readahead window holding byte `at` of `file` unless it is read or in flight.
@@ -198,7 +207,7 @@ impl EngineFlow {
         }
         ra.inflight.push((start, end));
         let Ok(f) = self.file(file) else { return };
-        if !self.submit_engine(false, f, start, end - start, Purpose::Window { file, start, end }) {
+        if !self.submit_engine(false, true, f, start, end - start, Purpose::Window { file, start, end }) {
             if let Some(ra) = self.ra.get_mut(&file) {
                 ra.inflight.retain(|&(s, _)| s != start);
             }
@@ -332,10 +341,16 @@ impl FlowIo for EngineFlow {
                 file,
                 offset,
                 len,
-                mode: IoMode::Direct,
+                mode: IoMode::Direct | IoMode::DirectAsync,
                 ..
-            } => self.direct(tag, false, file, offset, len),
-            Op::Write { file, offset, len, .. } => self.direct(tag, true, file, offset, len),
+            } => self.direct(tag, false, true, file, offset, len),
+            // Buffered writes are written through, sync; a replayed trace's async write stays async.
+            Op::Write {
+                file,
+                offset,
+                len,
+                mode,
+            } => self.direct(tag, true, mode != IoMode::DirectAsync, file, offset, len),
             Op::Read {
                 file,
                 offset,

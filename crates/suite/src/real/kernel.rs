@@ -300,7 +300,7 @@ impl KernelFlow {
                 let write = matches!(op, Op::Write { .. });
                 let f = file_of(file)?;
                 match (mode, f.direct.as_ref()) {
-                    (IoMode::Direct, Some(d)) => self.direct_sync(d, write, offset, len),
+                    (IoMode::Direct | IoMode::DirectAsync, Some(d)) => self.direct_sync(d, write, offset, len),
                     _ if write => self.buffered_write(f, offset, len),
                     _ => self.buffered_read(f, offset, len),
                 }
@@ -327,14 +327,14 @@ impl FlowIo for KernelFlow {
             file,
             offset,
             len,
-            mode: IoMode::Direct,
+            mode: IoMode::Direct | IoMode::DirectAsync,
             ..
         }
         | Op::Write {
             file,
             offset,
             len,
-            mode: IoMode::Direct,
+            mode: IoMode::Direct | IoMode::DirectAsync,
         } = *op
         {
             let write = matches!(op, Op::Write { .. });

@@ -443,6 +443,9 @@ fn figure_title(key: &GroupKey, quantity: &Quantity) -> String {
         format!("{} (device {})", key.target, key.device)
     };
     match (quantity, &key.app) {
+        (q, Some(trace)) if key.benchmark == Benchmark::Replay => {
+            format!("{} replaying {trace} on {on}", capitalise(&q.name()))
+        }
         (Quantity::StartupTime, Some(app)) => format!("Start-up time of {app} on {on}"),
         (Quantity::StartupTime, None) => format!("Start-up time on {on}"),
         (Quantity::AggregateThroughput, _) if key.benchmark == Benchmark::Throughput => {
@@ -631,7 +634,8 @@ fn build_figure(key: &GroupKey, quantity: Quantity, runs: &[&RunResult], meta: &
 
 /// Whether `fig` shows one of its benchmark's headline quantities, the ones `bfq suite` prints: start-up time and
 /// the throughput during it; aggregate throughput (throughput, interleaved); drop rate (video); each reader's share
-/// and the largest deviation (fairness); the iozone phases.
+/// and the largest deviation (fairness); the iozone phases; the throughput, the median and 99th-percentile latency
+/// and the slowdown of a trace replay.
 pub fn is_headline(fig: &Figure) -> bool {
     let extra = |k: &str| matches!(&fig.quantity, Quantity::Extra(x) if x == k);
     match fig.benchmark {
@@ -643,6 +647,12 @@ pub fn is_headline(fig: &Figure) -> bool {
             matches!(&fig.quantity, Quantity::Extra(x) if x.starts_with("share_") || x == "max_share_error_pct")
         }
         Benchmark::Iozone => false,
+        Benchmark::Replay => {
+            fig.quantity == Quantity::AggregateThroughput
+                || extra("latency_p50_ms")
+                || extra("latency_p99_ms")
+                || extra("slowdown")
+        }
     }
 }
 

@@ -229,6 +229,7 @@ pub fn side_by_side(figs: &[&Figure]) -> Option<String> {
             }
         }
         let what = match (&app, &quantity) {
+            (Some(a), _) if benchmark == Benchmark::Replay => format!("{} replaying {a}", quantity_with_unit(group[0])),
             (Some(a), Quantity::StartupTime) => format!("{} of {a}", quantity_with_unit(group[0])),
             (Some(a), _) => format!("{} during {a} start-up", quantity_with_unit(group[0])),
             (None, _) => quantity_with_unit(group[0]),
