@@ -1,8 +1,9 @@
 //! `bfq replay TRACE`: a block trace replayed under each scheduler on one or more targets, with the suite's reports
 //! (docs/TRACES.md).
 
-use crate::{cmdline, progress};
+use crate::progress;
 use anyhow::{anyhow, bail, Result};
+use bfq_suite::cmdline;
 use bfq_suite::experiment::{Experiment, Work};
 use bfq_suite::limits;
 use bfq_suite::replay::{self, ReplayWork};
