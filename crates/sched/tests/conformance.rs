@@ -109,6 +109,9 @@ conformance!(bfq, "bfq");
 conformance!(bfq_no_low_latency, "bfq", "low_latency=0");
 conformance!(bfq_strict_guarantees, "bfq", "strict_guarantees=1");
 conformance!(bfq_no_idling, "bfq", "slice_idle=0");
+conformance!(bfq_v7r2, "bfq-v7r2");
+conformance!(bfq_v7r2_no_low_latency, "bfq-v7r2", "low_latency=0");
+conformance!(bfq_v7r2_no_idling, "bfq-v7r2", "slice_idle=0");
 
 conformance_drawn!(noop_drawn, "noop");
 conformance_drawn!(deadline_drawn, "deadline");
@@ -117,6 +120,7 @@ conformance_drawn!(anticipatory_drawn, "anticipatory");
 conformance_drawn!(kyber_drawn, "kyber");
 conformance_drawn!(cfq_drawn, "cfq");
 conformance_drawn!(bfq_drawn, "bfq");
+conformance_drawn!(bfq_v7r2_drawn, "bfq-v7r2");
 
 #[test]
 fn drawn_configurations_depend_on_the_seed_only() {
