@@ -84,6 +84,11 @@ pub struct Rules {
     /// while it was idle (empty, nothing in the driver) at most 20 % of a window of about 200 ms. v7r2 instead
     /// restores the flag after 120 consecutive in-time arrivals (`requests_within_timer`).
     pub io_intensity: bool,
+    /// The legacy block layer's allocation exemption (`bfq_may_queue`, v7r2): once per slot, the process of the
+    /// in-service queue BFQ is idling for may take a request past a full pool (`ELV_MQUEUE_MUST`), so that the
+    /// request BFQ waits for is not itself waiting for a request held by queues that BFQ will not serve meanwhile.
+    /// blk-mq's BFQ has no such hook.
+    pub may_queue_exemption: bool,
 }
 
 impl Rules {
@@ -107,6 +112,7 @@ impl Rules {
         newest_think_time: true,
         depth_limits: true,
         io_intensity: true,
+        may_queue_exemption: false,
     };
 
     /// BFQ v7r2's rules.
@@ -129,6 +135,7 @@ impl Rules {
         newest_think_time: false,
         depth_limits: false,
         io_intensity: false,
+        may_queue_exemption: true,
     };
 
     /// The rules of `era`.

@@ -183,6 +183,8 @@ pub(crate) struct Queue {
     pub(crate) budget_new: bool,
     /// Requests dispatched in the current slot (requests), for v7r2's async limit.
     pub(crate) slot_dispatched: u32,
+    /// v7r2: the slot's one allocation exemption is still unused ([`Rules::may_queue_exemption`]).
+    pub(crate) must_alloc: bool,
     /// Seekiness of the last 32 requests, one bit each (1 = seeky).
     pub(crate) seek_history: u32,
     /// End sector of the last enqueued request (sectors).
@@ -452,6 +454,26 @@ impl Scheduler for Bfq {
         } else {
             nr_requests
         }
+    }
+
+    fn may_queue_must(&mut self, flow: FlowId, sync: bool) -> bool {
+        if !self.rules.may_queue_exemption || !sync {
+            return false;
+        }
+        let Some(q) = self
+            .flows
+            .get(&flow.0)
+            .and_then(|c| c.sync_q)
+            .filter(|&q| self.is_live(q))
+        else {
+            return false;
+        };
+        let qq = self.qm(q);
+        if qq.wait_request && qq.must_alloc {
+            qq.must_alloc = false;
+            return true;
+        }
+        false
     }
 
     fn separate_sync_pool(&self) -> bool {

@@ -93,6 +93,7 @@ impl Bfq {
             idle_window: sync && info.class != IoClass::Idle,
             budget_new: true,
             slot_dispatched: 0,
+            must_alloc: false,
             seek_history: 1,
             last_request_pos: 0,
             last_end_request: None,

@@ -153,6 +153,7 @@ impl Bfq {
         qq.wait_request = false;
         qq.budget_new = true;
         qq.slot_dispatched = 0;
+        qq.must_alloc = true;
         self.inject_on_set_in_service(q, now);
     }
 

@@ -974,3 +974,39 @@ fn io_bound_follows_the_share_of_time_a_queue_is_busy() {
         assert_eq!(b.q(q).io_bound, want, "think {think} ns");
     }
 }
+
+// v7r2 on the legacy block layer (`bfq_may_queue`): while BFQ idles for the in-service queue, that queue's process
+// may take one request past a full pool per slot (ELV_MQUEUE_MUST); other processes, async requests and the
+// newest BFQ (blk-mq, no such hook) never are exempt.
+#[test]
+fn v7r2_exempts_the_idled_for_process_once_per_slot() {
+    for era in [Era::V7r2, Era::Newest] {
+        let v = TunableValues::parse(
+            "bfq",
+            if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES },
+            &hdd1(),
+            &[] as &[&str],
+        )
+        .unwrap();
+        let mut b = Bfq::with_era(&hdd1(), Params::from_values(&v), era);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0, 8), 0);
+        b.insert(read(2, 2, 1 << 20, 8), 0);
+        let r = next_rq(&mut b, 0);
+        let served = r.flow;
+        let other = FlowId(3 - served.0);
+        b.completed(&r, MS);
+        let q = b.flows[&served.0].sync_q.unwrap();
+        let v7 = era == Era::V7r2;
+        assert!(!v7 || b.q(q).wait_request, "v7r2 idles for the emptied queue");
+        assert!(!b.may_queue_must(other, true), "{era:?}: not the queue being idled for");
+        assert!(
+            !b.may_queue_must(served, false),
+            "{era:?}: async requests are never exempt"
+        );
+        assert_eq!(b.may_queue_must(served, true), v7, "{era:?}: the first ask of the slot");
+        assert!(!b.may_queue_must(served, true), "{era:?}: only once per slot");
+    }
+}
