@@ -6,12 +6,18 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A multiplicative hasher for integer keys (the keys are sector numbers, never attacker-controlled).
+///
+/// The low bits of a product depend only on the low bits of its factors, and `HashMap` picks the bucket from the
+/// low bits of the hash: so [`Hasher::finish`] folds the high half of the product into the low half. Without the
+/// fold, keys that differ only in high bits (the merge keys of aligned requests of different flows, `sector << 2`
+/// with `sector` a multiple of 8 and flows far apart on the disk) share buckets, the probe sequences grow with the
+/// number of queued requests, and every lookup becomes a linear scan (issue 19).
 #[derive(Default, Clone, Copy)]
 pub struct IntHasher(u64);
 
 impl Hasher for IntHasher {
     fn finish(&self) -> u64 {
-        self.0
+        self.0 ^ (self.0 >> 32)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
