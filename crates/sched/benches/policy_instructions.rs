@@ -44,7 +44,11 @@ fn child(policy: &str, flows: usize, steps: u32) {
     let before = rig.issued();
     measured_steps(std::hint::black_box(&mut rig), steps);
     let issued = rig.issued() - before;
-    assert_eq!(issued, u64::from(steps), "{policy} at {flows} flows issued {issued} requests in {steps} steps");
+    assert_eq!(
+        issued,
+        u64::from(steps),
+        "{policy} at {flows} flows issued {issued} requests in {steps} steps"
+    );
 }
 
 /// The events callgrind counted in one run, by name (`Ir`, `D1mr`, ...).
@@ -63,7 +67,10 @@ fn read_counts(path: &Path) -> Result<Counts, String> {
         }
     }
     let totals = totals.ok_or_else(|| format!("{}: no totals line", path.display()))?;
-    Ok(names.into_iter().zip(totals.into_iter().chain(std::iter::repeat(0))).collect())
+    Ok(names
+        .into_iter()
+        .zip(totals.into_iter().chain(std::iter::repeat(0)))
+        .collect())
 }
 
 /// Options of the parent run.
@@ -96,7 +103,12 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
                     .collect::<Result<_, _>>()?
             }
             "--steps" => o.steps = value("--steps")?.parse().map_err(|e| format!("--steps: {e}"))?,
-            "--jobs" => o.jobs = value("--jobs")?.parse::<usize>().map_err(|e| format!("--jobs: {e}"))?.max(1),
+            "--jobs" => {
+                o.jobs = value("--jobs")?
+                    .parse::<usize>()
+                    .map_err(|e| format!("--jobs: {e}"))?
+                    .max(1)
+            }
             "--cache" => o.cache = true,
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             name => {
@@ -115,7 +127,9 @@ fn parse_options(args: &[String]) -> Result<Options, String> {
 
 /// Where the callgrind output files go.
 fn out_dir() -> PathBuf {
-    let base = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let base = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     base.join("policy_instructions")
 }
 
@@ -132,7 +146,9 @@ fn measure(exe: &Path, dir: &Path, policy: &str, flows: usize, o: &Options) -> R
     ])
     .arg(exe)
     .args(["--child", policy, &flows.to_string(), &o.steps.to_string()]);
-    let run = cmd.output().map_err(|e| format!("cannot run valgrind ({e}); install it (apt-get install valgrind)"))?;
+    let run = cmd
+        .output()
+        .map_err(|e| format!("cannot run valgrind ({e}); install it (apt-get install valgrind)"))?;
     if !run.status.success() {
         return Err(format!(
             "valgrind on {policy} at {flows} flows failed: {}\n{}",
@@ -142,7 +158,10 @@ fn measure(exe: &Path, dir: &Path, policy: &str, flows: usize, o: &Options) -> R
     }
     let counts = read_counts(&out)?;
     if counts.get("Ir").copied().unwrap_or(0) == 0 {
-        return Err(format!("{}: nothing counted (was measured_steps inlined?)", out.display()));
+        return Err(format!(
+            "{}: nothing counted (was measured_steps inlined?)",
+            out.display()
+        ));
     }
     Ok(counts)
 }
@@ -171,8 +190,13 @@ fn main() {
     let exe = std::env::current_exe().expect("own path");
     let dir = out_dir();
     std::fs::create_dir_all(&dir).expect("output directory");
-    let names: Vec<&str> = std::iter::once(EMPTY).chain(o.policies.iter().map(String::as_str)).collect();
-    let pairs: Vec<(&str, usize)> = names.iter().flat_map(|&p| o.flows.iter().map(move |&f| (p, f))).collect();
+    let names: Vec<&str> = std::iter::once(EMPTY)
+        .chain(o.policies.iter().map(String::as_str))
+        .collect();
+    let pairs: Vec<(&str, usize)> = names
+        .iter()
+        .flat_map(|&p| o.flows.iter().map(move |&f| (p, f)))
+        .collect();
     eprintln!(
         "policy_instructions: {} callgrind runs of {} counted steps each, {} at a time; output in {}",
         pairs.len(),
@@ -190,12 +214,18 @@ fn main() {
                     s.spawn(move || measure(exe, dir, p, f, o))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("measuring thread")).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("measuring thread"))
+                .collect()
         });
         for (&(p, f), r) in chunk.iter().zip(done) {
             match r {
                 Ok(c) => {
-                    eprintln!("  {p:<13} {f:>5} flows: {:.1} Ir/request", per_request(c["Ir"], o.steps));
+                    eprintln!(
+                        "  {p:<13} {f:>5} flows: {:.1} Ir/request",
+                        per_request(c["Ir"], o.steps)
+                    );
                     results.insert((p.to_string(), f), c);
                 }
                 Err(e) => {
@@ -209,7 +239,13 @@ fn main() {
 }
 
 /// The per-request value of `event` for `policy` at `flows`, and the same net of the empty policy.
-fn figure(results: &BTreeMap<(String, usize), Counts>, o: &Options, policy: &str, flows: usize, event: &str) -> (f64, f64) {
+fn figure(
+    results: &BTreeMap<(String, usize), Counts>,
+    o: &Options,
+    policy: &str,
+    flows: usize,
+    event: &str,
+) -> (f64, f64) {
     let get = |p: &str| results[&(p.to_string(), flows)].get(event).copied().unwrap_or(0);
     let raw = per_request(get(policy), o.steps);
     (raw, raw - per_request(get(EMPTY), o.steps))
@@ -229,7 +265,10 @@ fn print_tables(o: &Options, names: &[&str], results: &BTreeMap<(String, usize),
                 .fold((0.0, 0.0), |(a, b), (c, d)| (a + c, b + d))
         };
         println!();
-        println!("{title} per request (insert + dispatch + completed), {} counted steps; net = policy - empty", o.steps);
+        println!(
+            "{title} per request (insert + dispatch + completed), {} counted steps; net = policy - empty",
+            o.steps
+        );
         print!("| policy |");
         for f in &o.flows {
             print!(" {f} flows net (raw) |");

@@ -158,6 +158,26 @@ mod tests {
     use super::*;
     use crate::types::{FlowId, RequestId};
 
+    /// Merge keys that differ only in high bits (aligned requests of flows far apart on the disk) must still land
+    /// in different buckets: `HashMap` takes the bucket from the hash's low bits (issue 19).
+    #[test]
+    fn int_hasher_spreads_keys_that_differ_only_in_high_bits() {
+        use std::collections::HashSet;
+        let low_bits = |k: u64| {
+            let mut h = IntHasher::default();
+            h.write_u64(k);
+            h.finish() & 0x3fff
+        };
+        let buckets: HashSet<u64> = (0..4096u64)
+            .map(|f| low_bits(key(Direction::Read, true, f << 24)))
+            .collect();
+        assert!(
+            buckets.len() > 2048,
+            "4096 keys in only {} of 16384 buckets",
+            buckets.len()
+        );
+    }
+
     fn rq(id: u64, sector: u64, sectors: u32) -> Request {
         Request::new(RequestId(id), FlowId(0), Direction::Read, true, sector, sectors)
     }

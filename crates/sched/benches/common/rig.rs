@@ -9,9 +9,7 @@
 // Each bench uses a different part of this module.
 #![allow(dead_code)]
 
-use bfq_sched::{
-    build, Decision, DeviceInfo, Direction, FlowId, FlowInfo, Request, RequestId, Scheduler, Time,
-};
+use bfq_sched::{build, Decision, DeviceInfo, Direction, FlowId, FlowInfo, Request, RequestId, Scheduler, Time};
 use std::collections::VecDeque;
 
 /// Device queue depth (hardware tags).
@@ -101,7 +99,14 @@ impl Rig {
     fn issue(&mut self, f: usize) {
         let s = self.next_sector[f];
         self.next_sector[f] = s + 2 * u64::from(SECTORS);
-        let rq = Request::new(RequestId(self.next_id), FlowId(f as u32), Direction::Read, true, s, SECTORS);
+        let rq = Request::new(
+            RequestId(self.next_id),
+            FlowId(f as u32),
+            Direction::Read,
+            true,
+            s,
+            SECTORS,
+        );
         self.next_id += 1;
         self.policy.insert(rq, self.now);
     }
