@@ -6,12 +6,18 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A multiplicative hasher for integer keys (the keys are sector numbers, never attacker-controlled).
+///
+/// The low bits of a product depend only on the low bits of its factors, and `HashMap` picks the bucket from the
+/// low bits of the hash: so [`Hasher::finish`] folds the high half of the product into the low half. Without the
+/// fold, keys that differ only in high bits (the merge keys of aligned requests of different flows, `sector << 2`
+/// with `sector` a multiple of 8 and flows far apart on the disk) share buckets, the probe sequences grow with the
+/// number of queued requests, and every lookup becomes a linear scan (issue 19).
 #[derive(Default, Clone, Copy)]
 pub struct IntHasher(u64);
 
 impl Hasher for IntHasher {
     fn finish(&self) -> u64 {
-        self.0
+        self.0 ^ (self.0 >> 32)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
@@ -151,6 +157,26 @@ pub fn absorb(target: &mut Request, rq: Request, kind: MergeKind) {
 mod tests {
     use super::*;
     use crate::types::{FlowId, RequestId};
+
+    /// Merge keys that differ only in high bits (aligned requests of flows far apart on the disk) must still land
+    /// in different buckets: `HashMap` takes the bucket from the hash's low bits (issue 19).
+    #[test]
+    fn int_hasher_spreads_keys_that_differ_only_in_high_bits() {
+        use std::collections::HashSet;
+        let low_bits = |k: u64| {
+            let mut h = IntHasher::default();
+            h.write_u64(k);
+            h.finish() & 0x3fff
+        };
+        let buckets: HashSet<u64> = (0..4096u64)
+            .map(|f| low_bits(key(Direction::Read, true, f << 24)))
+            .collect();
+        assert!(
+            buckets.len() > 2048,
+            "4096 keys in only {} of 16384 buckets",
+            buckets.len()
+        );
+    }
 
     fn rq(id: u64, sector: u64, sectors: u32) -> Request {
         Request::new(RequestId(id), FlowId(0), Direction::Read, true, sector, sectors)
