@@ -887,4 +887,43 @@ mod tests {
         );
         assert!(checklist(&[]).is_empty());
     }
+
+    // With runs of the seed's era, each claim about BFQ is judged with bfq-v7r2 and carries the newest bfq's line
+    // beside it, with where the eras differ; claims about the other schedulers carry nothing. Here the v7r2 runs
+    // are the bfq runs with 10r-rand throughput halved: only the random-reader line changes its verdict.
+    #[test]
+    fn claims_about_bfq_are_judged_with_the_seeds_era_and_show_the_newest_beside() {
+        let mut rs = sample_results();
+        let v7: Vec<RunResult> = rs
+            .iter()
+            .filter(|r| r.scheduler == "bfq")
+            .map(|r| {
+                let mut r = r.clone();
+                r.scheduler = SEED_ERA_BFQ.to_string();
+                if r.workload == "10r-rand" && r.benchmark == Benchmark::Throughput {
+                    r.throughput_mbps /= 2.0;
+                }
+                r
+            })
+            .collect();
+        rs.extend(v7);
+        let items = checklist(&rs);
+        assert_eq!(items.len(), 7, "the same lines as with bfq alone");
+        assert!(
+            items.iter().all(|i| i.text.contains(SEED_ERA_BFQ)),
+            "judged with the seed's era"
+        );
+        let eras: Vec<&EraCheck> = items.iter().filter_map(|i| i.newest.as_ref()).collect();
+        assert_eq!(eras.len(), 7, "every line here is about BFQ");
+        assert!(eras
+            .iter()
+            .all(|n| n.text.contains(": bfq ") || n.text.contains("with bfq ")));
+        assert!(eras.iter().all(|n| !n.differs.is_empty()));
+        let rand = items
+            .iter()
+            .position(|i| i.text.starts_with("10r-rand"))
+            .expect("the random-reader line");
+        assert!(items[rand].pass, "v7r2 at about half passes");
+        assert!(!eras[rand].pass, "the newest at ~108% fails");
+    }
 }

@@ -359,6 +359,35 @@ mod tests {
     }
 
     #[test]
+    fn checklist_shows_both_bfq_eras_as_columns() {
+        let mut item = ChecklistItem::new("10r-rand: bfq-v7r2 at 46%", true, "0.77 MB/s");
+        item.newest = Some(super::super::EraCheck {
+            pass: false,
+            text: "10r-rand: bfq at 100%".into(),
+            detail: "1.68 MB/s".into(),
+            differs: "v7r2 idles for seeky queues & keeps one request in the drive".into(),
+        });
+        let other = ChecklistItem::new("iozone within 9.6%", true, "8 schedulers");
+        let (_, html) = page(&[item, other]);
+        assert!(html.contains("2 of 2 passed"), "the seed's era decides");
+        assert!(html.contains("<th>BFQ v7r2 (the seed's era)</th><th>newest BFQ</th><th>where the eras differ</th>"));
+        let row = html
+            .lines()
+            .find(|l| l.starts_with("<tr><td>"))
+            .expect("a row of the eras table");
+        let pass = row.find("PASS</span> 10r-rand: bfq-v7r2").expect("the v7r2 column");
+        let fail = row
+            .find("FAIL</span> 10r-rand: bfq at 100%")
+            .expect("the newest column");
+        let why = row.find("keeps one request").expect("the differences column");
+        assert!(pass < fail && fail < why, "{row}");
+        assert!(row.contains("idles for seeky queues &amp; keeps"), "escaped: {row}");
+        // A line without the newest era stays in the plain list, and the era lines are not listed twice.
+        assert!(html.contains("<span class=\"text\">iozone within 9.6%</span>"));
+        assert_eq!(html.matches("10r-rand: bfq-v7r2 at 46%").count(), 1);
+    }
+
+    #[test]
     fn checklist_badges() {
         let items = [
             ChecklistItem::new("bfq start-up under 10r-seq < 2 s", true, "0.46 s"),
