@@ -34,6 +34,7 @@ code { font: 0.9em/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
   padding: 1px 4px; border-radius: 4px; }
 a { color: #0b5cad; }
 ul.files { margin: 0; padding-left: 20px; }
+table.eras td { vertical-align: top; padding: 6px 8px; border-top: 1px solid #ddd; }
 ul.checklist { list-style: none; margin: 0; padding: 0; }
 ul.checklist li { display: grid; grid-template-columns: 64px 1fr; gap: 2px 12px; padding: 8px 0;
   border-top: 1px solid var(--line); }
