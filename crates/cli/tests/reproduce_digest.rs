@@ -7,7 +7,14 @@
 //! ```
 //!
 //! Since any run must match the recorded bytes, this also proves that the quick run is deterministic.
+//!
+//! The same run's checklist is pinned line by line ([`CHECKLIST`]): which claims pass and fail, with the seed's
+//! era and with the newest `bfq`, and each figure within a tolerance derived from its distance to the claim's
+//! threshold. A change that flips a claim, or moves a figure more than halfway to its threshold, must edit that
+//! table on purpose; it is checked before the digests, so it is the first thing such a change meets.
 
+use bfq_suite::reproduce::checklist;
+use bfq_suite::RunResult;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,6 +44,149 @@ fn parse(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// One checklist line of the quick run: a text every era's line contains, the unit right after the figure (so the
+/// number before it is the figure), the verdict and figure judged with the seed's era, the same with the newest
+/// `bfq` (`None` for a claim about the other schedulers), and the claim's threshold(s).
+struct Pinned {
+    key: &'static str,
+    after: &'static str,
+    seed: (bool, f64),
+    newest: Option<(bool, f64)>,
+    /// The figure at which the verdict flips: one bound, or the two ends of a range.
+    thresholds: &'static [f64],
+}
+
+/// `bfq reproduce --quick`, seed 1: 8 of its 10 lines pass with the seed's era (bfq-v7r2). What fails, and why, is
+/// in README.md and docs/SCHEDULERS.md ("BFQ in two eras"): v7r2's SSD throughput (its NCQ detection in the model)
+/// and, with the newest bfq only, xterm under 5r5w-seq (1.51x, injection) and 10r-rand on the HDD (100 %: the
+/// newest does not idle for seeky queues, which is the point of the change).
+const CHECKLIST: &[Pinned] = &[
+    Pinned {
+        key: "xterm start-up under 10r-seq, seagate-hdd:",
+        after: "x faster than cfq",
+        seed: (true, 18.5),
+        newest: Some((true, 17.6)),
+        thresholds: &[5.0],
+    },
+    Pinned {
+        key: "xterm start-up under 5r5w-seq, seagate-hdd:",
+        after: "x faster than cfq",
+        seed: (true, 21.2),
+        newest: Some((true, 15.7)),
+        thresholds: &[5.0],
+    },
+    Pinned {
+        key: "on seagate-hdd stays within 1.5x of idle",
+        after: "x under",
+        seed: (true, 1.11),
+        newest: Some((false, 1.51)),
+        thresholds: &[1.5],
+    },
+    Pinned {
+        key: "on plextor-ssd stays within 1.5x of idle",
+        after: "x under",
+        seed: (true, 1.13),
+        newest: Some((true, 1.21)),
+        thresholds: &[1.5],
+    },
+    // The threshold is cfq's 122.5 MB/s (pinned by the digests), the best of the other three.
+    Pinned {
+        key: "10r-seq throughput on seagate-hdd:",
+        after: " MB/s >=",
+        seed: (true, 134.9),
+        newest: Some((true, 133.9)),
+        thresholds: &[122.5],
+    },
+    Pinned {
+        key: "10r-rand throughput on seagate-hdd:",
+        after: "% of the others",
+        seed: (true, 46.0),
+        newest: Some((false, 100.0)),
+        thresholds: &[35.0, 75.0],
+    },
+    Pinned {
+        key: "10r-seq throughput on plextor-ssd:",
+        after: "% against",
+        seed: (false, 0.72),
+        newest: Some((true, 0.0)),
+        thresholds: &[0.05],
+    },
+    Pinned {
+        key: "10r-rand throughput on plextor-ssd:",
+        after: "% against",
+        seed: (false, 86.69),
+        newest: Some((true, 0.12)),
+        thresholds: &[6.0],
+    },
+    Pinned {
+        key: "weights 1:2:4 with files in the mixed zone(s)",
+        after: "% (seed",
+        seed: (true, 1.9),
+        newest: Some((true, 0.7)),
+        thresholds: &[2.0],
+    },
+    Pinned {
+        key: "iozone with 1 thread on plextor-ssd",
+        after: "% of each other",
+        seed: (true, 4.4),
+        newest: None,
+        thresholds: &[9.6],
+    },
+];
+
+/// The number that ends right before `after` in `text`.
+fn figure(text: &str, after: &str) -> f64 {
+    let end = text.find(after).unwrap_or_else(|| panic!("no '{after}' in: {text}"));
+    let start = text[..end]
+        .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or(0, |i| i + 1);
+    text[start..end]
+        .parse()
+        .unwrap_or_else(|_| panic!("no figure before '{after}' in: {text}"))
+}
+
+/// Checks one verdict and figure. The tolerance is half the pinned figure's distance to the nearest threshold: a
+/// figure that moves less than that cannot have crossed the threshold, so every change this test lets through
+/// keeps the verdict with margin, and one that moves a figure more than halfway to flipping is flagged before it
+/// flips. The figures are deterministic (the digests pin them to the byte), so nothing else needs tolerating.
+fn check(line: &Pinned, era: &str, text: &str, pass: bool, want: (bool, f64)) {
+    let got = figure(text, line.after);
+    let margin = line
+        .thresholds
+        .iter()
+        .map(|t| (want.1 - t).abs())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(pass, want.0, "{era}: verdict flipped: {text}");
+    assert!(
+        (got - want.1).abs() <= margin / 2.0,
+        "{era}: figure {got} moved from {} by more than half its margin {margin} to the threshold: {text}",
+        want.1
+    );
+}
+
+fn check_pinned_checklist(report: &Path) {
+    let json = std::fs::read_to_string(report.join("results.json")).expect("results.json");
+    let runs: Vec<RunResult> = serde_json::from_str(&json).expect("results.json parses");
+    let items = checklist(&runs);
+    let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
+    assert_eq!(items.len(), CHECKLIST.len(), "checklist lines changed: {texts:#?}");
+    for (item, line) in items.iter().zip(CHECKLIST) {
+        assert!(
+            item.text.contains(line.key),
+            "expected a line with '{}', got: {}",
+            line.key,
+            item.text
+        );
+        check(line, "bfq-v7r2", &item.text, item.pass, line.seed);
+        match (&item.newest, line.newest) {
+            (Some(n), Some(want)) => check(line, "bfq", &n.text, n.pass, want),
+            (None, None) => {}
+            (got, want) => panic!("{}: newest bfq {got:?}, pinned {want:?}", line.key),
+        }
+    }
+    assert_eq!(items.iter().filter(|i| i.pass).count(), 8, "8 of 10 lines pass");
+}
+
 #[test]
 fn quick_reproduce_is_byte_identical_to_the_recorded_digests() {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -50,6 +200,7 @@ fn quick_reproduce_is_byte_identical_to_the_recorded_digests() {
         .status()
         .expect("runs the bfq binary");
     assert!(status.success(), "bfq reproduce --quick failed");
+    check_pinned_checklist(&out);
     let got = digests_of(&out);
     assert!(got.contains_key("results.json"), "no results.json in {got:?}");
     if std::env::var_os("BFQ_UPDATE_DIGEST").is_some() {

@@ -2,10 +2,13 @@
 //! sectors by weight whatever the zone, CFQ splits time, and anticipatory keeps a reader going against a streaming
 //! writer where deadline does not. Each test states the physics that implies its ordering.
 
+mod common;
+
 use bfq_sched::SEC;
 use bfq_suite::benchmarks::Zones;
 use bfq_suite::scenario::{Era, ScenarioError};
 use bfq_suite::{Experiment, RunResult, Work};
+use common::holds_and_discriminates;
 
 /// S's fairness benchmark on `device` for `duration` ns.
 fn run_fairness(
@@ -41,20 +44,26 @@ fn want(r: &RunResult, i: usize) -> f64 {
 // share) with all files in the fast outer zone, all in the slow inner zone, or spread across zones. low_latency=0
 // as in S's fairness test (interactive raising would give every new reader the same x30 boost for its first
 // seconds). 120 simulated seconds: B-WF2Q+ keeps each queue within one maximum budget of its fair share, a
-// fraction of a percent of the ~10 GB read.
+// fraction of a percent of the ~10 GB read. noop, which knows no weights, must fail it, and so must CFQ, which
+// weighs time rather than sectors.
 #[test]
 fn bfq_splits_sectors_by_weight_in_every_zone_of_seagate_hdd() {
-    let tun = vec!["low_latency=0".to_string()];
-    for zones in [Zones::Outer, Zones::Inner, Zones::Mixed] {
-        let r = run_fairness("seagate-hdd", "bfq", &tun, &[100, 200, 400], zones, 120 * SEC, 1).unwrap();
-        for i in 0..3 {
-            let (got, w) = (share(&r, i), want(&r, i));
-            assert!(
-                (got / w - 1.0).abs() < 0.01,
-                "{zones:?}: reader {i} got {got:.3}% of the sectors, its weight asks {w:.3}%"
-            );
+    let bfq = ("bfq", vec!["low_latency=0".to_string()]);
+    let wrong = [("noop", Vec::new()), ("cfq", Vec::new())];
+    holds_and_discriminates(bfq, &wrong, |(sched, tun)| {
+        for zones in [Zones::Outer, Zones::Inner, Zones::Mixed] {
+            let r = run_fairness("seagate-hdd", sched, tun, &[100, 200, 400], zones, 120 * SEC, 1).unwrap();
+            for i in 0..3 {
+                let (got, w) = (share(&r, i), want(&r, i));
+                if (got / w - 1.0).abs() >= 0.01 {
+                    return Err(format!(
+                        "{zones:?}: reader {i} got {got:.3}% of the sectors, its weight asks {w:.3}%"
+                    ));
+                }
+            }
         }
-    }
+        Ok(())
+    });
 }
 
 // CFQ gives each sequential reader equal *time* slices, so with one reader in the outer zone (about 140 MB/s
@@ -83,12 +92,17 @@ fn cfq_shares_time_while_bfq_shares_sectors_across_zones() {
         "cfq: outer/inner sectors {cfq_ratio:.2}, media rates {rate_ratio:.2}"
     );
 
-    let bfq = run_fairness("seagate-hdd", "bfq", &none, &[100, 100], Zones::Mixed, 60 * SEC, 1).unwrap();
-    let bfq_ratio = share(&bfq, 0) / share(&bfq, 1);
-    assert!(
-        (bfq_ratio - 1.0).abs() < 0.02,
-        "bfq: outer/inner sectors {bfq_ratio:.3}"
-    );
+    // BFQ's half must fail with CFQ's time slices (noop interleaves the two readers request by request, so it
+    // splits sectors about 1:1 too: the weights test above is the one that noop fails).
+    holds_and_discriminates("bfq", &["cfq"], |&sched| {
+        let r = run_fairness("seagate-hdd", sched, &none, &[100, 100], Zones::Mixed, 60 * SEC, 1).unwrap();
+        let ratio = share(&r, 0) / share(&r, 1);
+        if (ratio - 1.0).abs() < 0.02 {
+            Ok(())
+        } else {
+            Err(format!("outer/inner sectors {ratio:.3}"))
+        }
+    });
 }
 
 fn read_mbps(sched: &str, workload: &str) -> f64 {

@@ -1,7 +1,10 @@
 //! Simulator scenario tests: the orderings the seeds claim and the physics implies, each with its reasoning.
 
+mod common;
+
 use bfq_sched::SEC;
 use bfq_suite::{Experiment, Work};
+use common::holds_and_discriminates;
 
 fn run(device: &str, sched: &str, workload: &str, app: Option<&str>) -> bfq_suite::RunResult {
     let mut sc = Experiment::sim(device, sched, Work::background(workload, app));
@@ -47,26 +50,79 @@ fn noop_on_seagate_hdd_is_physically_sensible() {
     assert!(info.rotational);
 }
 
+/// `run` with tunables.
+fn run_tuned(device: &str, sched: &str, tunables: &[&str], workload: &str, app: Option<&str>) -> bfq_suite::RunResult {
+    let mut sc = Experiment::sim(device, sched, Work::background(workload, app));
+    sc.settings.duration = Some(20 * SEC);
+    sc.tunables = tunables.iter().map(|s| s.to_string()).collect();
+    sc.run()
+        .unwrap_or_else(|e| panic!("{device} {sched} {tunables:?} {workload}: {e}"))
+}
+
 #[test]
-fn bfq_keeps_xterm_start_up_near_idle_under_sequential_readers_on_hdd() {
+fn bfq_keeps_xterm_start_up_near_idle_under_heavy_workloads_on_hdd() {
     // Seed 004 figure 2: with BFQ, xterm starts under 10r-seq as fast as on an idle disk; with noop and deadline it
     // takes very long or does not start. Mechanism: the new xterm flow is weight-raised x30 and idled for, while
     // noop/deadline leave its small random reads behind the readers' streams (and the drive's NCQ favours streams).
+    // The idle start-up is the device's, the same with every scheduler (one flow, nothing to reorder).
+    //
+    // Under 10r-seq and 10r-rand the claim is the seed's: within 1.5x of idle. Under 5r5w-seq the newest BFQ
+    // injects background requests while it idles for xterm (docs/SCHEDULERS.md), and xterm's next read waits
+    // behind them: about 1.5x of idle. No honest bound follows from the physics there (each of xterm's ~718
+    // requests may wait behind one injected request of up to 512 KiB plus a seek, ~20 ms, i.e. up to +14 s), so
+    // for 5r5w-seq the claim is seed 000's ordering: xterm starts at least 5x faster than with CFQ (seed 000
+    // reports 5x to 14x). noop must fail all of it (it does not start xterm within 60 s).
     let idle = run("seagate-hdd", "bfq", "idle", Some("xterm")).startup_s.unwrap();
-    let bfq = run("seagate-hdd", "bfq", "10r-seq", Some("xterm")).startup_s.unwrap();
-    assert!(bfq <= 1.5 * idle, "bfq {bfq} s vs idle {idle} s");
-    for other in ["noop", "deadline"] {
-        let r = run("seagate-hdd", other, "10r-seq", Some("xterm"));
-        // A timeout (X) counts as 60 s.
-        let t = r.startup_s.unwrap_or(60.0);
-        assert!(t >= 5.0 * bfq, "{other}: {t} s vs bfq {bfq} s");
-    }
+    let cfq_5r5w = run("seagate-hdd", "cfq", "5r5w-seq", Some("xterm"))
+        .startup_s
+        .unwrap_or(60.0);
+    let startup = |sched: &str, wl: &str| {
+        run("seagate-hdd", sched, wl, Some("xterm"))
+            .startup_s
+            .ok_or_else(|| format!("xterm did not start under {wl}"))
+    };
+    holds_and_discriminates("bfq", &["noop"], |&sched| {
+        for wl in ["10r-seq", "10r-rand"] {
+            let t = startup(sched, wl)?;
+            if t > 1.5 * idle {
+                return Err(format!("{wl}: {t} s vs idle {idle} s"));
+            }
+        }
+        let t = startup(sched, "5r5w-seq")?;
+        if 5.0 * t > cfq_5r5w {
+            return Err(format!("5r5w-seq: {t} s vs cfq {cfq_5r5w} s"));
+        }
+        Ok(())
+    });
+    let bfq = startup("bfq", "10r-seq").unwrap();
+    let deadline = run("seagate-hdd", "deadline", "10r-seq", Some("xterm"))
+        .startup_s
+        .unwrap_or(60.0);
+    // A timeout (X) counts as 60 s.
+    assert!(deadline >= 5.0 * bfq, "deadline: {deadline} s vs bfq {bfq} s");
 }
 
 #[test]
 fn bfq_throughput_under_sequential_readers_is_at_least_noop_and_deadline() {
-    // BFQ serves one reader at a time with large budgets and idles for it, so the disk streams; noop and deadline
-    // interleave the readers and pay seeks.
+    // BFQ serves one reader at a time and idles for it, so the disk streams; noop and deadline interleave the
+    // readers and pay seeks. The margin this buys, derived: the maximum budget is autotuned to what the peak rate
+    // serves in one budget timeout (125 ms), so a reader streams for up to 125 ms and each switch to the next one
+    // costs at most an average seek plus half a rotation (8.5 + 4.17 ms on this preset; the ten 500 MiB files lie
+    // close together, so the real seeks are shorter). Hence at least 125 / (125 + 12.67) = 0.908 of the rate one
+    // reader gets alone. noop, and BFQ with idling switched off (slice_idle=0), must fall below that.
+    let single = run("seagate-hdd", "noop", "1r-seq", None).throughput_mbps;
+    holds_and_discriminates(
+        ("bfq", &[][..]),
+        &[("noop", &[][..]), ("bfq", &["slice_idle=0"][..])],
+        |&(sched, tun)| {
+            let t = run_tuned("seagate-hdd", sched, tun, "10r-seq", None).throughput_mbps;
+            if t >= 0.9 * single {
+                Ok(())
+            } else {
+                Err(format!("10r-seq {t} MB/s, one reader alone {single} MB/s"))
+            }
+        },
+    );
     let bfq = run("seagate-hdd", "bfq", "10r-seq", None).throughput_mbps;
     for other in ["noop", "deadline"] {
         let t = run("seagate-hdd", other, "10r-seq", None).throughput_mbps;
@@ -118,10 +174,16 @@ fn ten_random_readers_on_an_ncq_hdd_lose_half_with_bfq_v7r2_and_nothing_with_the
 fn xterm_starts_near_idle_with_bfq_v7r2_under_heavy_workloads() {
     // Seed 004 figure 2 with the seed's own era: v7r2 raises the new xterm queues x20 and idles for them (raised
     // queues idle 3 x slice_idle), so xterm starts within 1.5x of its idle time under 10r-seq and 5r5w-seq.
+    // noop must fail the same claim.
     let idle = run("seagate-hdd", "bfq-v7r2", "idle", Some("xterm")).startup_s.unwrap();
-    for wl in ["10r-seq", "5r5w-seq"] {
-        let s = run("seagate-hdd", "bfq-v7r2", wl, Some("xterm")).startup_s;
-        let s = s.unwrap_or_else(|| panic!("xterm did not start under {wl}"));
-        assert!(s <= 1.5 * idle, "{wl}: {s} s vs idle {idle} s");
-    }
+    holds_and_discriminates("bfq-v7r2", &["noop"], |&sched| {
+        for wl in ["10r-seq", "5r5w-seq"] {
+            let s = run("seagate-hdd", sched, wl, Some("xterm")).startup_s;
+            let s = s.ok_or_else(|| format!("xterm did not start under {wl}"))?;
+            if s > 1.5 * idle {
+                return Err(format!("{wl}: {s} s vs idle {idle} s"));
+            }
+        }
+        Ok(())
+    });
 }

@@ -224,6 +224,27 @@ mod tests {
         assert_eq!(b.burst.size, 0);
     }
 
+    // The kernel's figures, written out rather than taken from the constants (cargo-mutants, issue 21: a test that
+    // reads `BURST_CLEAR_IDLE` cannot notice `10 * SEC` becoming `10 + SEC`): a member idle for 9 s keeps its
+    // large-burst flag, so it is still not raised; queues created 170 ms apart form one burst and 190 ms apart do not.
+    #[test]
+    fn a_large_burst_member_idle_for_nine_seconds_stays_and_the_interval_is_180_ms() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let q = new_sync_queue(&mut b, 1, 0);
+        b.qm(q).burst.in_large_burst = true;
+        b.qm(q).became_idle_at = Some(SEC);
+        b.burst_maybe_clear(q, 10 * SEC);
+        assert!(b.q(q).burst.in_large_burst, "idle for 9 s");
+        b.burst_maybe_clear(q, 11 * SEC + 1);
+        assert!(!b.q(q).burst.in_large_burst, "idle for 10 s + 1 ns");
+        for (gap, same) in [(170 * MS, true), (190 * MS, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &[]);
+            new_sync_queue(&mut b, 1, 0);
+            new_sync_queue(&mut b, 2, gap);
+            assert_eq!(b.burst.size == 2, same, "created {gap} ns apart");
+        }
+    }
+
     // A member of a large burst leaves it only after being idle for more than 10 s; a freed queue leaves the list.
     #[test]
     fn large_burst_flag_clears_after_ten_idle_seconds_and_freed_queues_leave_the_list() {

@@ -1097,6 +1097,41 @@ mod tests {
         assert!((n[1] as i64 - 3 * n[0] as i64).abs() <= 4, "{n:?}");
     }
 
+    // Issue 21, mutant "eligibility ignored" (plain WFQ): one entity of weight 100 against ten of weight 10, all
+    // with equal budgets. Its finish time advances a tenth as fast as theirs, so without the eligibility test
+    // (`S <= V`) it would be chosen about ten times in a row. With it, each of its slots moves its start time by
+    // B/100 while the system virtual time moves by B/200 per slot (the weight sum is 200), so it becomes
+    // ineligible after at most two slots in a row; over many slots it still gets its share, 100/200 of them.
+    #[test]
+    fn a_heavy_entity_gets_at_most_two_slots_in_a_row() {
+        let mut w = Wf2q::new();
+        let heavy = w.new_entity(SdId::ROOT, 100, 1, q(0));
+        let light: Vec<EntityId> = (1..=10).map(|i| w.new_entity(SdId::ROOT, 10, 1, q(i))).collect();
+        for &e in std::iter::once(&heavy).chain(&light) {
+            w.ents[e].budget = 64;
+            w.activate(e, false, 1);
+        }
+        let (mut run, mut longest, mut heavy_slots) = (0u32, 0u32, 0u32);
+        for _ in 0..400 {
+            let e = w.next_in_service(0).unwrap();
+            if e == heavy {
+                run += 1;
+                heavy_slots += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+            w.served(e, 64);
+            w.expire_path(e, true);
+            w.check_invariants().unwrap();
+        }
+        assert!(longest <= 2, "heavy entity served {longest} slots in a row");
+        assert!(
+            heavy_slots.abs_diff(200) <= 4,
+            "heavy entity got {heavy_slots} of 400 slots"
+        );
+    }
+
     // Strict class priority: an RT entity is always chosen over a BE one, and the IDLE class is served only when
     // nothing else is backlogged, or when it has waited 200 ms.
     #[test]
