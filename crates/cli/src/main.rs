@@ -42,6 +42,12 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`bfq schedulers | head`) ends the program quietly, as a Unix
+    // filter does, instead of a panic on the broken pipe: restore SIGPIPE's default action, which Rust ignores.
+    // SAFETY: called first, before any thread exists; `signal` only changes this process's disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return parse_error(e),

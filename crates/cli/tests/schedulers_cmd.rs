@@ -47,3 +47,28 @@ fn each_policy_names_its_kernel_and_bfq_v7r2_has_v7r2_tunables() {
     assert_eq!(default_of(&newest, "wr_coeff").as_deref(), Some("30"));
     assert!(schedulers("cfq").contains("follows: Linux 3.13 CFQ"));
 }
+
+/// Output piped into a reader that stops early (`bfq schedulers | head -1`) ends quietly: no panic message on
+/// stderr about a broken pipe.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["schedulers"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs the bfq binary");
+    // Close the reading end at once: every write of the listing then hits a broken pipe.
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut err)
+        .expect("stderr text");
+    child.wait().expect("bfq exits");
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+}

@@ -4,10 +4,68 @@
 use crate::tunables::{TunableSpec, TunableValues};
 use crate::types::{Time, MS, SEC, US};
 
+// Tunables both eras declare alike (same sysfs name, default, range and unit).
+const SLICE_IDLE: TunableSpec = TunableSpec::new("slice_idle", 8, 0, 1000, "ms", "idle wait for an emptied sync queue");
+const MAX_BUDGET: TunableSpec = TunableSpec::new(
+    "max_budget",
+    0,
+    0,
+    1 << 24,
+    "sectors",
+    "largest budget; 0 = autotuned to peak rate x timeout_sync",
+);
+const BACK_SEEK_MAX: TunableSpec = TunableSpec::new(
+    "back_seek_max",
+    16384,
+    0,
+    1 << 30,
+    "KiB",
+    "longest backward seek preferred to a forward one",
+);
+const BACK_SEEK_PENALTY: TunableSpec = TunableSpec::new(
+    "back_seek_penalty",
+    2,
+    1,
+    1000,
+    "x",
+    "cost multiplier of a backward seek distance",
+);
+const LOW_LATENCY: TunableSpec = TunableSpec::flag(
+    "low_latency",
+    true,
+    "weight raising of interactive and soft real-time queues",
+);
+const WR_RT_MAX_TIME: TunableSpec =
+    TunableSpec::new("wr_rt_max_time", 300, 1, 60_000, "ms", "soft real-time raising length");
+const WR_MIN_IDLE_TIME: TunableSpec = TunableSpec::new(
+    "wr_min_idle_time",
+    2000,
+    0,
+    600_000,
+    "ms",
+    "idleness that makes a queue interactive",
+);
+const WR_MIN_INTER_ARR_ASYNC: TunableSpec = TunableSpec::new(
+    "wr_min_inter_arr_async",
+    500,
+    0,
+    600_000,
+    "ms",
+    "gap between async arrivals that raises an async queue",
+);
+const WR_MAX_SOFTRT_RATE: TunableSpec = TunableSpec::new(
+    "wr_max_softrt_rate",
+    7000,
+    0,
+    1 << 24,
+    "sectors/s",
+    "bandwidth cap of a soft real-time queue; 0 disables soft real-time raising",
+);
+
 /// Every BFQ tunable with its default. The first ten are those mainline exposes; the `wr_*` ones were sysfs
 /// tunables of the out-of-tree BFQ releases and are kept for experiments.
 pub static TUNABLES: [TunableSpec; 16] = [
-    TunableSpec::new("slice_idle", 8, 0, 1000, "ms", "idle wait for an emptied sync queue"),
+    SLICE_IDLE,
     TunableSpec::new(
         "slice_idle_us",
         8000,
@@ -17,14 +75,7 @@ pub static TUNABLES: [TunableSpec; 16] = [
         "slice_idle in microseconds (wins when changed from its default)",
     ),
     TunableSpec::new("timeout_sync", 125, 1, 10_000, "ms", "budget timeout of a service slot"),
-    TunableSpec::new(
-        "max_budget",
-        0,
-        0,
-        1 << 24,
-        "sectors",
-        "largest budget; 0 = autotuned to peak rate x timeout_sync",
-    ),
+    MAX_BUDGET,
     TunableSpec::new(
         "fifo_expire_sync",
         125,
@@ -41,27 +92,9 @@ pub static TUNABLES: [TunableSpec; 16] = [
         "ms",
         "per-queue FIFO deadline of async requests",
     ),
-    TunableSpec::new(
-        "back_seek_max",
-        16384,
-        0,
-        1 << 30,
-        "KiB",
-        "longest backward seek preferred to a forward one",
-    ),
-    TunableSpec::new(
-        "back_seek_penalty",
-        2,
-        1,
-        1000,
-        "x",
-        "cost multiplier of a backward seek distance",
-    ),
-    TunableSpec::flag(
-        "low_latency",
-        true,
-        "weight raising of interactive and soft real-time queues",
-    ),
+    BACK_SEEK_MAX,
+    BACK_SEEK_PENALTY,
+    LOW_LATENCY,
     TunableSpec::flag(
         "strict_guarantees",
         false,
@@ -76,48 +109,20 @@ pub static TUNABLES: [TunableSpec; 16] = [
         "ms",
         "interactive raising length; 0 = from the peak rate (3-25 s)",
     ),
-    TunableSpec::new("wr_rt_max_time", 300, 1, 60_000, "ms", "soft real-time raising length"),
-    TunableSpec::new(
-        "wr_min_idle_time",
-        2000,
-        0,
-        600_000,
-        "ms",
-        "idleness that makes a queue interactive",
-    ),
-    TunableSpec::new(
-        "wr_min_inter_arr_async",
-        500,
-        0,
-        600_000,
-        "ms",
-        "gap between async arrivals that raises an async queue",
-    ),
-    TunableSpec::new(
-        "wr_max_softrt_rate",
-        7000,
-        0,
-        1 << 24,
-        "sectors/s",
-        "bandwidth cap of a soft real-time queue; 0 disables soft real-time raising",
-    ),
+    WR_RT_MAX_TIME,
+    WR_MIN_IDLE_TIME,
+    WR_MIN_INTER_ARR_ASYNC,
+    WR_MAX_SOFTRT_RATE,
 ];
 
 /// The tunables of BFQ v7r2 (its sysfs `bfq_attrs`, 2014) with v7r2's defaults: no `slice_idle_us` or
 /// `strict_guarantees` (later additions), and `max_budget_async_rq` and `timeout_async`, which later kernels
 /// dropped. The read-only `weights` file is not a tunable.
 pub static V7R2_TUNABLES: [TunableSpec; 16] = [
-    TunableSpec::new("slice_idle", 8, 0, 1000, "ms", "idle wait for an emptied sync queue"),
+    SLICE_IDLE,
     TunableSpec::new("timeout_sync", 125, 1, 10_000, "ms", "budget timeout of a sync slot"),
     TunableSpec::new("timeout_async", 40, 0, 10_000, "ms", "budget timeout of an async slot"),
-    TunableSpec::new(
-        "max_budget",
-        0,
-        0,
-        1 << 24,
-        "sectors",
-        "largest budget; 0 = autotuned to peak rate x timeout_sync",
-    ),
+    MAX_BUDGET,
     TunableSpec::new(
         "max_budget_async_rq",
         4,
@@ -142,27 +147,9 @@ pub static V7R2_TUNABLES: [TunableSpec; 16] = [
         "ms",
         "per-queue FIFO deadline of async requests",
     ),
-    TunableSpec::new(
-        "back_seek_max",
-        16384,
-        0,
-        1 << 30,
-        "KiB",
-        "longest backward seek preferred to a forward one",
-    ),
-    TunableSpec::new(
-        "back_seek_penalty",
-        2,
-        1,
-        1000,
-        "x",
-        "cost multiplier of a backward seek distance",
-    ),
-    TunableSpec::flag(
-        "low_latency",
-        true,
-        "weight raising of interactive and soft real-time queues",
-    ),
+    BACK_SEEK_MAX,
+    BACK_SEEK_PENALTY,
+    LOW_LATENCY,
     TunableSpec::new(
         "wr_coeff",
         20,
@@ -179,31 +166,10 @@ pub static V7R2_TUNABLES: [TunableSpec; 16] = [
         "ms",
         "interactive raising length; 0 = R x T / peak rate",
     ),
-    TunableSpec::new("wr_rt_max_time", 300, 1, 60_000, "ms", "soft real-time raising length"),
-    TunableSpec::new(
-        "wr_min_idle_time",
-        2000,
-        0,
-        600_000,
-        "ms",
-        "idleness that makes a queue interactive",
-    ),
-    TunableSpec::new(
-        "wr_min_inter_arr_async",
-        500,
-        0,
-        600_000,
-        "ms",
-        "gap between async arrivals that raises an async queue",
-    ),
-    TunableSpec::new(
-        "wr_max_softrt_rate",
-        7000,
-        0,
-        1 << 24,
-        "sectors/s",
-        "bandwidth cap of a soft real-time queue; 0 disables soft real-time raising",
-    ),
+    WR_RT_MAX_TIME,
+    WR_MIN_IDLE_TIME,
+    WR_MIN_INTER_ARR_ASYNC,
+    WR_MAX_SOFTRT_RATE,
 ];
 
 /// Default `slice_idle_us` (µs); a different value means the user set it.
