@@ -2,41 +2,16 @@
 //! our policies schedule the suite's processes' I/O in the io_uring engine, the loop device's own scheduler is
 //! `none` during the run and restored afterwards.
 
+mod test_device;
+
 use bfq_sched::SEC;
-use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
 use bfq_suite::real::run_engine;
 use bfq_suite::real::sched::scheduler_of;
-use bfq_suite::real::sys::{self, BlockDev};
+use bfq_suite::real::sys;
 use bfq_suite::target::Target;
 use bfq_suite::{Experiment, Work};
-use std::path::{Path, PathBuf};
-
-/// A `bfq loopdev` device for the test, removed when dropped.
-struct Device {
-    dir: PathBuf,
-}
-
-impl Device {
-    fn new(size: u64) -> Device {
-        let dir = std::env::temp_dir().join(format!("bfq-real-engine-{}", std::process::id()));
-        let _ = std::fs::remove_dir(&dir);
-        let opts = CreateOptions {
-            size_bytes: size,
-            fs: FsKind::Ext4,
-            progress: false,
-        };
-        loopdev::create(&dir, &opts).expect("creates the test device");
-        Device { dir }
-    }
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        if let Err(e) = loopdev::remove(&self.dir) {
-            eprintln!("could not remove the test device: {e}");
-        }
-    }
-}
+use std::path::Path;
+use test_device::Device;
 
 fn scenario(dir: &Path, sched: &str, workload: &str, app: Option<&str>) -> Experiment {
     let mut sc = Experiment::new(
@@ -55,8 +30,8 @@ fn engine_target_runs_our_policies_and_restores_the_scheduler() {
     if !sys::real_test_gate("engine_target_runs_our_policies_and_restores_the_scheduler") {
         return;
     }
-    let d = Device::new(256 << 20);
-    let dev = BlockDev::of_dir(&d.dir).expect("device");
+    let d = Device::new("engine", 256 << 20);
+    let dev = d.block();
     let before = scheduler_of(&dev).expect("scheduler").0;
     for sched in ["noop", "bfq"] {
         // Start-up of bash on an idle device: the profile's reads all complete, in well under the 60 s timeout.

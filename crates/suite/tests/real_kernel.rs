@@ -3,15 +3,17 @@
 //! One test function runs the scenarios in sequence on one 256 MiB device, so that they do not disturb each other
 //! (each drops caches and switches the scheduler); the refusal test needs no device.
 
+mod test_device;
+
 use bfq_sched::SEC;
-use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
 use bfq_suite::real::sched::scheduler_of;
 use bfq_suite::real::sys::{self, BlockDev};
 use bfq_suite::real::{run_kernel, RealError};
 use bfq_suite::target::Target;
 use bfq_suite::{Benchmark, Experiment, Work};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use test_device::Device;
 
 /// The tests of this file run one at a time: each drops caches and loads the CPUs, which would disturb the others'
 /// timings.
@@ -23,36 +25,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn root_or_skip(test: &str) -> bool {
     sys::real_test_gate(test)
-}
-
-/// A `bfq loopdev` device for the test, removed when dropped.
-struct Device {
-    dir: PathBuf,
-}
-
-impl Device {
-    fn new(tag: &str, size: u64) -> Device {
-        let dir = std::env::temp_dir().join(format!("bfq-real-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir(&dir);
-        let opts = CreateOptions {
-            size_bytes: size,
-            fs: FsKind::Ext4,
-            progress: false,
-        };
-        loopdev::create(&dir, &opts).expect("creates the test device");
-        Device { dir }
-    }
-    fn block(&self) -> BlockDev {
-        BlockDev::of_dir(&self.dir).expect("device")
-    }
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        if let Err(e) = loopdev::remove(&self.dir) {
-            eprintln!("could not remove the test device: {e}");
-        }
-    }
 }
 
 fn current(dev: &BlockDev) -> String {

@@ -2,43 +2,18 @@
 //! the committed fixture replayed on `engine:` and `kernel:` on a small `bfq loopdev` device, which is removed
 //! afterwards, on failure too (its guard's `Drop`); the device's scheduler is as before after every run.
 
+mod test_device;
+
 use bfq_suite::experiment::{Experiment, Work};
-use bfq_suite::real::loopdev::{self, CreateOptions, FsKind};
 use bfq_suite::real::sched::scheduler_of;
-use bfq_suite::real::sys::{self, BlockDev};
+use bfq_suite::real::sys;
 use bfq_suite::replay::{self, ReplayWork};
 use bfq_suite::target::Target;
 use bfq_workload::trace::replay::{Pacing, ReplayOptions};
 use bfq_workload::trace::ParseOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// A `bfq loopdev` device for the test, removed when dropped.
-struct Device {
-    dir: PathBuf,
-}
-
-impl Device {
-    fn new(size: u64) -> Device {
-        let dir = std::env::temp_dir().join(format!("bfq-real-replay-{}", std::process::id()));
-        let _ = std::fs::remove_dir(&dir);
-        let opts = CreateOptions {
-            size_bytes: size,
-            fs: FsKind::Ext4,
-            progress: false,
-        };
-        loopdev::create(&dir, &opts).expect("creates the test device");
-        Device { dir }
-    }
-}
-
-impl Drop for Device {
-    fn drop(&mut self) {
-        if let Err(e) = loopdev::remove(&self.dir) {
-            eprintln!("could not remove the test device: {e}");
-        }
-    }
-}
+use test_device::Device;
 
 #[test]
 fn the_fixture_replays_on_the_engine_and_the_kernel() {
@@ -48,8 +23,8 @@ fn the_fixture_replays_on_the_engine_and_the_kernel() {
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/traces/loop-fio.blkparse");
     let (label, trace) = replay::load_trace(&fixture, None, &ParseOptions::default()).expect("loads");
     let requests = trace.requests.len() as f64;
-    let d = Device::new(768 << 20);
-    let dev = BlockDev::of_dir(&d.dir).expect("device");
+    let d = Device::new("replay", 768 << 20);
+    let dev = d.block();
     let before = scheduler_of(&dev).expect("scheduler").0;
     for pacing in [Pacing::Open, Pacing::Closed] {
         let mut w = ReplayWork::new(
