@@ -437,7 +437,7 @@ pub const CLAIMS: [Claim; 8] = [
                       its RAID1",
         check: startup_vs_cfq,
         eras: Some(
-            "both raise a new application's queues (v7r2 x20 for R x T / peak rate, about 5.3 s on this disk; newest x30 for 3-25 s) and cfq does not; newest also preempts the queue in service for a raised newcomer and injects while idling",
+            "both raise a new application's queues (v7r2 x20 for R x T / peak rate, unclamped; newest x30 for 3-25 s) and cfq does not; newest also preempts the queue in service for a raised newcomer and injects while idling",
         ),
     },
     Claim {

@@ -31,17 +31,14 @@ impl Bfq {
     pub(crate) fn charge_of(&self, q: QueueId, slot: SlotId) -> u64 {
         let sectors = self.store.rq(slot).map_or(1, |r| r.sectors);
         let qq = self.q(q);
-        if self.rules.v7_async {
-            // v7r2: an async, non-raised request costs 11 times its size.
-            let f = if !qq.sync && qq.wr.coeff == 1 {
-                V7_ASYNC_CHARGE
-            } else {
-                1
-            };
-            return u64::from(sectors) * f;
-        }
+        // v7r2 has no asymmetric-scenario exception (`Rules::asymmetry`) and charges async requests x11.
         let asym = !qq.sync && qq.wr.coeff == 1 && self.rules.asymmetry && self.asymmetric(q);
-        budget::charge(sectors, qq.sync, qq.wr.coeff > 1, asym)
+        let factor = if self.rules.v7_async {
+            V7_ASYNC_CHARGE
+        } else {
+            budget::ASYNC_CHARGE_FACTOR
+        };
+        budget::charge(sectors, qq.sync, qq.wr.coeff > 1, asym, factor)
     }
 
     /// Service (sectors) the next request of `q` will be charged; 0 if it has none.
@@ -208,7 +205,8 @@ impl Bfq {
     /// v7r2's `bfq_update_peak_rate` (2014), run when in-service queue `q` expires with its slot's interval
     /// ending at `end` (ns). One sample per sync slot longer than 20 ms: when the slot's rate beats the peak, or a
     /// non-seeky queue timed out, the peak follows a 7/8 low-pass filter; after 32 samples the maximum budget is
-    /// autotuned and the device's speed class (which picks the raising length's R x T) re-checked. Returns v7r2's
+    /// autotuned and the device's speed class (which picks the raising length's R x T) re-checked against
+    /// (R_fast + R_slow) / 2, v7r11's `device_speed_thresh` (fidelity.md does not give v7r2's own threshold). Returns v7r2's
     /// "slow": the budget is above max_budget / 8 and the rate, as the code of the time computes it (divided by 8
     /// when the filter just took it), would serve more than 4/3 of the budget in one `timeout_sync`. That
     /// comparison is the reverse of what the code's comment describes (a queue too slow to finish its budget);

@@ -128,13 +128,14 @@ impl Budgets {
     }
 }
 
-/// Service charged for a request of `sectors`: its size, or [`ASYNC_CHARGE_FACTOR`] times it for an async,
-/// non-raised queue in a symmetric scenario.
-pub fn charge(sectors: u32, sync: bool, raised: bool, asymmetric: bool) -> u64 {
+/// Service charged for a request of `sectors`: its size, or `async_factor` times it for an async, non-raised
+/// queue in a symmetric scenario ([`ASYNC_CHARGE_FACTOR`] in the newest kernels, v7r2's
+/// [`super::era::V7_ASYNC_CHARGE`]).
+pub fn charge(sectors: u32, sync: bool, raised: bool, asymmetric: bool, async_factor: u64) -> u64 {
     if sync || raised || asymmetric {
         u64::from(sectors)
     } else {
-        u64::from(sectors) * ASYNC_CHARGE_FACTOR
+        u64::from(sectors) * async_factor
     }
 }
 
@@ -246,13 +247,15 @@ mod tests {
         assert_eq!(b.max_budget(), 17_801);
     }
 
-    // Async requests are charged x3 unless raised or asymmetric.
+    // Async requests are charged x3 (v7r2: x11) unless raised or asymmetric.
     #[test]
     fn async_charge_factor() {
-        assert_eq!(charge(8, false, false, false), 24);
-        assert_eq!(charge(8, true, false, false), 8);
-        assert_eq!(charge(8, false, true, false), 8);
-        assert_eq!(charge(8, false, false, true), 8);
+        let f = ASYNC_CHARGE_FACTOR;
+        assert_eq!(charge(8, false, false, false, f), 24);
+        assert_eq!(charge(8, false, false, false, super::super::era::V7_ASYNC_CHARGE), 88);
+        assert_eq!(charge(8, true, false, false, f), 8);
+        assert_eq!(charge(8, false, true, false, f), 8);
+        assert_eq!(charge(8, false, false, true, f), 8);
     }
 
     // Slowness: under 1 ms seekiness decides and a fixed time is charged; above 20 ms, less than half the maximum
