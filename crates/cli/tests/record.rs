@@ -1,7 +1,8 @@
 //! `bfq record`: the committed recorded profiles replay in the simulator; a saved trace gives the committed bash
 //! profile back; and, where root and ftrace are available, recording real commands end to end (otherwise those
-//! tests print why they are skipped and pass).
+//! tests print a visible `SKIP` line and pass, unless `BFQ_REAL_TESTS=1` asks for them, when they fail instead).
 
+use bfq_suite::real::sys::skip_or_fail;
 use bfq_workload::profile::Profile;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -175,9 +176,10 @@ fn tracing_state() -> (Vec<String>, Vec<PathBuf>) {
 
 #[test]
 fn records_a_real_command_end_to_end() {
+    const THIS: &str = "records_a_real_command_end_to_end";
     let dir = tmpdir();
     if let Some(why) = live_unavailable() {
-        println!("skipped: live recording needs root and ftrace ({why})");
+        skip_or_fail(THIS, &format!("live recording needs root and ftrace ({why})"));
         return;
     }
     let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -197,7 +199,7 @@ fn records_a_real_command_end_to_end() {
         .expect("runs");
     let err = String::from_utf8_lossy(&rec.stderr);
     if !rec.status.success() && err.contains("tracing is unavailable") {
-        println!("skipped: {err}");
+        skip_or_fail(THIS, err.trim());
         return;
     }
     assert!(rec.status.success(), "{err}");
@@ -214,9 +216,10 @@ fn records_a_real_command_end_to_end() {
 
 #[test]
 fn timeout_keeps_what_was_read_and_ctrl_c_restores_everything() {
+    const THIS: &str = "timeout_keeps_what_was_read_and_ctrl_c_restores_everything";
     let dir = tmpdir();
     if let Some(why) = live_unavailable() {
-        println!("skipped: live recording needs root and ftrace ({why})");
+        skip_or_fail(THIS, &format!("live recording needs root and ftrace ({why})"));
         return;
     }
     let _one = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,7 +237,7 @@ fn timeout_keeps_what_was_read_and_ctrl_c_restores_everything() {
     assert!(t0.elapsed() < Duration::from_secs(20), "the timeout fired");
     let err = String::from_utf8_lossy(&rec.stderr);
     if !rec.status.success() && err.contains("tracing is unavailable") {
-        println!("skipped: {err}");
+        skip_or_fail(THIS, err.trim());
         return;
     }
     assert!(rec.status.success(), "{err}");

@@ -226,7 +226,10 @@ fn screenshot(browser: &Path, html: &Path, png: &Path, profile: &Path) -> String
 #[test]
 fn chromium_renders_the_report() {
     let Some(browser) = chromium() else {
-        println!("skipped: Chromium is not installed (apt-get install -y chromium)");
+        bfq_suite::real::sys::skip_or_fail(
+            "chromium_renders_the_report",
+            "Chromium is not installed (apt-get install -y chromium)",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -76,12 +76,23 @@ pub fn real_tests_requested() -> bool {
     std::env::var(REAL_TESTS_ENV).is_ok_and(|v| v == "1")
 }
 
-/// The gate of a test that changes the machine: true if it should run; otherwise prints a skip line.
+/// Prints `SKIP <test>: <why>` on standard error past the test harness's capture (which takes only the `print!`
+/// family), so that the skip shows in `cargo test`'s output; `.ci/run` counts these lines. The same as
+/// `bfq_suite::real::sys::print_skip`.
+pub fn print_skip(test: &str, why: &str) {
+    let line = format!("SKIP {test}: {why}\n");
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The gate of a test that changes the machine: true if it should run; otherwise prints a visible skip line.
 pub fn real_test_gate(test: &str) -> bool {
     if real_tests_requested() {
         true
     } else {
-        eprintln!("SKIP {test}: changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it");
+        print_skip(
+            test,
+            &format!("changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it"),
+        );
         false
     }
 }
@@ -187,12 +198,6 @@ impl SmallFs {
 /// Always: the test was asked for and cannot run.
 pub fn skip(test: &str, why: &str) {
     panic!("{test}: {REAL_TESTS_ENV}=1 asks for it but it cannot run here: {why}");
-}
-
-/// Skips a test that this machine's kernel cannot run whatever is installed (e.g. no device-mapper driver), with a
-/// printed reason (visible with --nocapture, and in the captured output of a failure).
-pub fn skip_kernel(test: &str, why: &str) {
-    eprintln!("SKIP {test}: this kernel cannot run it: {why}");
 }
 
 /// A test policy that holds each request until `hold` ns after its insertion, answering `WaitUntil` meanwhile:

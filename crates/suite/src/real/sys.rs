@@ -28,15 +28,43 @@ pub fn real_tests_requested() -> bool {
     std::env::var(REAL_TESTS_ENV).is_ok_and(|v| v == "1")
 }
 
+/// Prints `SKIP <test>: <why>` on the process's standard error, past the test harness's output capture (which
+/// takes only the `print!` family), so that a test that passes without running shows up in `cargo test`'s output
+/// without `--nocapture`. `.ci/run` counts these lines.
+pub fn print_skip(test: &str, why: &str) {
+    use std::io::Write;
+    let line = format!("SKIP {test}: {why}\n");
+    // One write of the whole line, so that parallel tests do not interleave within it; a closed stderr is not
+    // worth failing a test for.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
+/// The end of a test that cannot run because the machine lacks `why` (Chromium, tracefs, a tool): without
+/// [`REAL_TESTS_ENV`] a visible skip line ([`print_skip`]); with it, a failure, because `.ci/run` sets it where
+/// the machine can run every test.
+///
+/// # Panics
+/// When [`REAL_TESTS_ENV`] is `1`.
+pub fn skip_or_fail(test: &str, why: &str) {
+    if real_tests_requested() {
+        panic!("{test}: {REAL_TESTS_ENV}=1 asks for it but it cannot run here: {why}");
+    }
+    print_skip(test, why);
+}
+
 /// The gate of every test that changes the machine: true if `test` should run. Without [`REAL_TESTS_ENV`] it
-/// prints `SKIP <test>: ...` on standard error and returns false; with it, a machine that lacks what the test needs
-/// (root, the loop driver, the tools) fails the test, so that a skip is never silent where the test was asked for.
+/// prints a visible `SKIP <test>: ...` line ([`print_skip`]) and returns false; with it, a machine that lacks what
+/// the test needs (root, the loop driver, the tools) fails the test, so that a skip is never silent where the test
+/// was asked for.
 ///
 /// # Panics
 /// When the tests were asked for and [`loop_devices_unavailable`] gives a reason.
 pub fn real_test_gate(test: &str) -> bool {
     if !real_tests_requested() {
-        eprintln!("SKIP {test}: changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it");
+        print_skip(
+            test,
+            &format!("changes the machine; set {REAL_TESTS_ENV}=1 (as root) to run it"),
+        );
         return false;
     }
     if let Some(why) = loop_devices_unavailable() {
