@@ -107,7 +107,7 @@ impl Proc {
             outstanding: 0,
             issued: 0,
             next_issue: 0,
-            rng: u64::from(id) * 0x9E37_79B9_7F4A_7C15 + 1,
+            rng: u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(1),
         }
     }
     pub(super) fn random(id: u32) -> Self {
