@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use bfq_sched::policies;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod loopdev;
@@ -62,22 +62,60 @@ fn main() -> ExitCode {
     }
 }
 
-/// Help and version go to stdout as clap prints them. A value that does not parse (`--reps -5`, `--jobs many`) is one
-/// line, like every other input error of bfq; other usage errors keep clap's usage block, which says what to type.
+/// Help and version go to stdout as clap prints them. Every usage error is one line on stderr, like every other
+/// input error of bfq: clap's first line (`--reps -5` does not parse, an unknown argument, a missing value), its tip
+/// if it has one, and the help command of the subcommand that was being parsed, instead of clap's usage block.
 fn parse_error(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or_default();
-            eprintln!("bfq: {}", first.strip_prefix("error: ").unwrap_or(first));
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        // `bfq` or `bfq suite` alone: the help is the answer, as clap gives it, but the command did nothing.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
             ExitCode::from(2)
         }
         _ => {
-            let _ = e.print();
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+            eprintln!("bfq: {}", one_line_usage_error(&e.to_string()));
+            ExitCode::from(2)
         }
     }
+}
+
+/// Folds clap's rendered error (`error: ...` with any continuation lines, an optional `tip: ...`, a
+/// `Usage: bfq CMD [OPTIONS]` line and a pointer to `--help`) into one line: the error, the tip, and
+/// `see bfq CMD --help`. Errors that clap renders without a usage line take the subcommand from the command line.
+fn one_line_usage_error(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid command line");
+    let mut out = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    let mut command = None;
+    for line in lines {
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            out.push_str("; ");
+            out.push_str(tip);
+        } else if let Some(usage) = line.strip_prefix("Usage: ") {
+            // `bfq run [OPTIONS]`, `bfq suite <BENCHMARK> [OPTIONS]`: the words before the first placeholder.
+            let words: Vec<&str> = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .collect();
+            command = Some(words.join(" "));
+        } else if !line.starts_with("For more information") {
+            // The list under "the following required arguments were not provided:".
+            out.push(' ');
+            out.push_str(line);
+        }
+    }
+    let command = command.unwrap_or_else(|| {
+        let sub = std::env::args()
+            .nth(1)
+            .filter(|a| Cli::command().get_subcommands().any(|c| c.get_name() == a.as_str()));
+        sub.map_or_else(|| "bfq".to_string(), |s| format!("bfq {s}"))
+    });
+    format!("{out} (see {command} --help)")
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -156,7 +156,10 @@ pub fn load_profile(app: &str) -> Result<Profile, AppError> {
         return Ok(p);
     }
     let path = std::path::Path::new(app);
-    if path.exists() {
+    // A name with a directory part or a `.profile` ending is a file the user meant: say it is missing, not that the
+    // application is unknown.
+    let looks_like_a_file = app.contains('/') || app.ends_with(".profile");
+    if path.exists() || looks_like_a_file {
         let text = std::fs::read_to_string(path).map_err(|error| AppError::Read {
             path: app.to_string(),
             error,
@@ -320,6 +323,11 @@ mod tests {
                 assert_eq!(path, app);
                 assert_eq!(error.raw_os_error(), Some(libc::EISDIR), "{error}");
             }
+            other => panic!("expected a read error, got {other:?}"),
+        }
+        // A path that does not exist is a missing file, not an unknown application.
+        match load_profile("/nonexistent-dir/app.profile") {
+            Err(AppError::Read { error, .. }) => assert_eq!(error.kind(), std::io::ErrorKind::NotFound),
             other => panic!("expected a read error, got {other:?}"),
         }
         let e = ScenarioError::from(load_profile("emacs").expect_err("unknown"));
