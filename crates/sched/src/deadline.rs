@@ -491,7 +491,7 @@ impl Scheduler for Deadline {
 pub(crate) mod tests {
     use super::*;
     use crate::conformance::{run, Config};
-    use crate::types::{IoClass, RequestId};
+    use crate::types::{IoClass, RequestId, SEC};
 
     fn policy(pairs: &[&str]) -> Deadline {
         let dev = DeviceInfo::hdd();
@@ -714,6 +714,74 @@ pub(crate) mod tests {
             exercised > 0,
             "{policy}: no request outlived its deadline; the bound was not exercised"
         );
+    }
+
+    /// The queued `dir` requests of `l` in sector order, as (start sector, sectors, parts).
+    fn drain(l: &mut DeadlineLists, dir: Direction) -> Vec<(u64, u32, usize)> {
+        let mut out = Vec::new();
+        while let Some(h) = l.first_at_or_after(dir, 0) {
+            let r = l.take(h).expect("queued");
+            out.push((r.sector, r.sectors, r.parts()));
+        }
+        out
+    }
+
+    fn write(id: u64, sync: bool, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(0), Direction::Write, sync, sector, 8)
+    }
+
+    // Issue 21 (cargo-mutants survivors in `DeadlineLists::chain` and `would_merge`): after a request grows by a
+    // merge, it absorbs its sector neighbour only if the two now touch, carry the same sync flag (the kernel merges
+    // a sync and an async request never) and fit in max_sectors together.
+    #[test]
+    fn a_grown_request_chains_only_with_a_touching_same_sync_neighbour_that_fits() {
+        // A [0,8) and C [16,24) queued; B [8,16) back-merges into A, which now touches C.
+        let chained = |c_sync: bool, c_sector: u64, max: u32| {
+            let mut l = DeadlineLists::new();
+            assert!(l.insert(write(0, true, 0), 0, 5 * SEC, true, max).is_none());
+            assert!(l.insert(write(1, c_sync, c_sector), 0, 5 * SEC, true, max).is_none());
+            let removed = l.insert(write(2, true, 8), MS, 5 * SEC, true, max);
+            (removed.is_some(), drain(&mut l, Direction::Write))
+        };
+        // Touching, same sync, 24 sectors fit in 24: one request of three parts.
+        assert_eq!(chained(true, 16, 24), (true, vec![(0, 24, 3)]));
+        // The neighbour is async: no chain (A grew to 16 sectors, C stays).
+        assert_eq!(chained(false, 16, 24), (false, vec![(0, 16, 2), (16, 8, 1)]));
+        // A gap of one sector: no chain.
+        assert_eq!(chained(true, 17, 24), (false, vec![(0, 16, 2), (17, 8, 1)]));
+        // 16 + 8 sectors do not fit in 23.
+        assert_eq!(chained(true, 16, 23), (false, vec![(0, 16, 2), (16, 8, 1)]));
+    }
+
+    // A front merge (B [8,16) into C [16,24), possible only when no same-sync request ends at 8 for a back merge)
+    // chains with its previous neighbour only if that one touches and has the same sync flag.
+    #[test]
+    fn a_front_merged_request_does_not_chain_with_an_async_or_distant_neighbour() {
+        for (p_sync, p_sector, p_sectors) in [(false, 0u64, 8u32), (true, 0, 4)] {
+            let mut l = DeadlineLists::new();
+            let prev = Request::new(RequestId(0), FlowId(0), Direction::Write, p_sync, p_sector, p_sectors);
+            l.insert(prev, 0, 5 * SEC, true, 1024);
+            l.insert(write(1, true, 16), 0, 5 * SEC, true, 1024);
+            assert!(l.insert(write(2, true, 8), MS, 5 * SEC, true, 1024).is_none());
+            assert_eq!(
+                drain(&mut l, Direction::Write),
+                vec![(p_sector, p_sectors, 1), (8, 16, 2)],
+                "previous neighbour sync {p_sync}, {p_sectors} sectors"
+            );
+        }
+    }
+
+    #[test]
+    fn would_merge_says_whether_a_request_extends_a_queued_one() {
+        let mut d = policy(&[]);
+        d.insert(rq(0, Direction::Read, 100), 0);
+        // 108 extends 100..108 at the back; 92 at the front (front merges are on by default); 200 touches nothing.
+        assert!(d.would_merge(&rq(1, Direction::Read, 108)));
+        assert!(d.would_merge(&rq(2, Direction::Read, 92)));
+        assert!(!d.would_merge(&rq(3, Direction::Read, 200)));
+        assert!(!d.would_merge(&rq(4, Direction::Write, 108)), "a write does not merge with a read");
+        let d = policy(&["front_merges=0"]);
+        assert!(!d.would_merge(&rq(5, Direction::Read, 92)));
     }
 
     #[test]
