@@ -779,7 +779,10 @@ pub(crate) mod tests {
         assert!(d.would_merge(&rq(1, Direction::Read, 108)));
         assert!(d.would_merge(&rq(2, Direction::Read, 92)));
         assert!(!d.would_merge(&rq(3, Direction::Read, 200)));
-        assert!(!d.would_merge(&rq(4, Direction::Write, 108)), "a write does not merge with a read");
+        assert!(
+            !d.would_merge(&rq(4, Direction::Write, 108)),
+            "a write does not merge with a read"
+        );
         let d = policy(&["front_merges=0"]);
         assert!(!d.would_merge(&rq(5, Direction::Read, 92)));
     }

@@ -6,14 +6,19 @@
 use super::idling::boosts_throughput;
 use super::ids::QueueId;
 use super::Bfq;
-use crate::types::{IoClass, Request, Time, SEC, US};
+use crate::types::{IoClass, Request, Time, MS, SEC};
 
-/// A queue whose new I/O follows another queue's completion within this time (ns) may have been woken by it:
-/// 200 µs (v5.x).
-pub const WAKER_WINDOW: Time = 200 * US;
+/// A queue whose new I/O follows another queue's completion by less than this time (ns) may have been woken by
+/// it: 4 ms in the newest kernels (`bfq_check_waker`: `4 * NSEC_PER_MSEC`; 5.x before 5.14 used the 200 µs of
+/// `BFQ_MIN_TT / 2`).
+pub const WAKER_WINDOW: Time = 4 * MS;
 
-/// Consecutive hits needed to accept a waker (v5.x).
-pub const WAKER_HITS: u32 = 2;
+/// Detections of the same candidate needed to accept it as the waker: 3 in the newest kernels (2 before 5.14).
+pub const WAKER_HITS: u32 = 3;
+
+/// The detections must fall within this many `slice_idle`s of the first one (128: the newest kernels' bound, so
+/// that a rare coincidence makes the queue idle uselessly in at most 1 case in 64); otherwise counting restarts.
+pub const WAKER_DETECTION_SLICES: u64 = 128;
 
 /// `inject_limit` is reset this often (ns): 1 s, so a stale measurement cannot block injection forever.
 pub const INJECT_RESET_PERIOD: Time = SEC;
@@ -45,6 +50,8 @@ pub struct QueueInject {
     pub waker_candidate: Option<QueueId>,
     /// Hits of the candidate.
     pub waker_hits: u32,
+    /// When the candidate's first detection happened (ns).
+    pub waker_detection_started: Time,
 }
 
 impl QueueInject {
@@ -57,6 +64,7 @@ impl QueueInject {
             waker: None,
             waker_candidate: None,
             waker_hits: 0,
+            waker_detection_started: 0,
         }
     }
 }
@@ -227,28 +235,35 @@ impl Bfq {
         self.inject.last_completed = Some((q, now));
     }
 
-    /// A request arriving at an empty queue right after another queue's completion counts towards that queue
-    /// being its waker.
+    /// A request arriving at a sync queue whose process has no other request outstanding, less than
+    /// [`WAKER_WINDOW`] after another queue's completion, counts towards that queue being its waker; the third
+    /// detection of the same candidate within [`WAKER_DETECTION_SLICES`] `slice_idle`s of the first makes it the
+    /// waker (the newest kernels' `bfq_check_waker`).
     pub(crate) fn waker_on_arrival(&mut self, q: QueueId, now: Time) {
         let Some((w, t)) = self.inject.last_completed else {
             return;
         };
         let qq = self.q(q);
-        if w == q || qq.rqs.len() != 1 || qq.dispatched != 0 || qq.has_short_ttime {
+        // The process's only request is this one (`bic->requests <= 1`: none queued before it, none in flight).
+        if w == q || !qq.sync || qq.rqs.len() != 1 || qq.dispatched != 0 || qq.has_short_ttime {
             return;
         }
-        if now.saturating_sub(t) > WAKER_WINDOW {
+        if now.saturating_sub(t) >= WAKER_WINDOW {
             return;
         }
+        let horizon = WAKER_DETECTION_SLICES.saturating_mul(self.p.slice_idle);
         let i = &mut self.qm(q).inject;
-        if i.waker_candidate == Some(w) {
+        if i.waker_candidate == Some(w) && now <= i.waker_detection_started.saturating_add(horizon) {
             i.waker_hits += 1;
         } else {
             i.waker_candidate = Some(w);
             i.waker_hits = 1;
+            i.waker_detection_started = now;
         }
         if i.waker_hits >= WAKER_HITS {
             i.waker = Some(w);
+            i.waker_candidate = None;
+            i.waker_hits = 0;
         }
     }
 }
@@ -325,26 +340,44 @@ mod tests {
         assert_eq!(b.injection_candidate(s, 0), None);
     }
 
-    // A queue that receives its only request within 200 µs of another queue's completion, twice in a row, takes
-    // that queue as its waker; a later arrival does not count.
+    // A queue that receives its only request less than 4 ms after another queue's completion, three times within
+    // 128 x slice_idle (1.024 s at 8 ms), takes that queue as its waker; an arrival 4 ms or more after the
+    // completion does not count, and detections spread over more than 1.024 s start the count again.
     #[test]
-    fn a_waker_is_detected_after_two_hits_within_the_window() {
+    fn a_waker_is_detected_after_three_hits_within_the_window() {
         let mut b = bfq(&DeviceInfo::hdd(), &[]);
         let w = queue_with_rq(&mut b, 1, 1, 0, true);
         let q = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
         b.qm(q).has_short_ttime = false;
         b.waker_on_completion(w, MS);
-        b.waker_on_arrival(q, MS + WAKER_WINDOW + 1);
-        assert_eq!(b.q(q).inject.waker_hits, 0, "outside the window");
-        b.waker_on_arrival(q, MS + WAKER_WINDOW);
-        assert_eq!((b.q(q).inject.waker_candidate, b.q(q).inject.waker), (Some(w), None));
-        b.waker_on_completion(w, 2 * MS);
-        b.waker_on_arrival(q, 2 * MS + 100 * US);
-        assert_eq!(b.q(q).inject.waker, Some(w));
+        b.waker_on_arrival(q, 5 * MS);
+        assert_eq!(
+            b.q(q).inject.waker_hits,
+            0,
+            "4 ms after the completion is outside the window"
+        );
+        for (k, at) in [(1, 5 * MS - 1), (2, 20 * MS)] {
+            b.waker_on_completion(w, at - 3 * MS);
+            b.waker_on_arrival(q, at);
+            assert_eq!((b.q(q).inject.waker_hits, b.q(q).inject.waker), (k, None), "hit {k}");
+        }
+        b.waker_on_completion(w, 30 * MS);
+        b.waker_on_arrival(q, 30 * MS + 100 * US);
+        assert_eq!(b.q(q).inject.waker, Some(w), "the third hit within 1.024 s");
+
+        // Three hits spread over more than 128 x 8 ms: the third restarts the count instead.
+        let p = queue_with_rq(&mut b, 4, 4, 1 << 25, true);
+        b.qm(p).has_short_ttime = false;
+        for at in [2 * SEC, 2 * SEC + 500 * MS, 3 * SEC + 30 * MS] {
+            b.waker_on_completion(w, at - MS);
+            b.waker_on_arrival(p, at);
+        }
+        assert_eq!((b.q(p).inject.waker_hits, b.q(p).inject.waker), (1, None));
+
         // A queue with a short think time is woken by its own process, not another queue.
         let r = queue_with_rq(&mut b, 3, 3, 1 << 30, true);
         b.qm(r).has_short_ttime = true;
-        b.waker_on_arrival(r, 2 * MS + 100 * US);
+        b.waker_on_arrival(r, 3 * SEC + 30 * MS);
         assert_eq!(b.q(r).inject.waker_candidate, None);
     }
 
