@@ -113,6 +113,26 @@ pub fn build<S: AsRef<str>>(name: &str, dev: &DeviceInfo, tunables: &[S]) -> Res
 mod tests {
     use super::*;
 
+    // The legacy (single-queue) elevators gave sync and async requests pools of their own, so a flood of async
+    // writes never left a reader without a request; blk-mq policies share one pool of scheduler tags. Which
+    // policy is which follows the kernel each one stands for.
+    #[test]
+    fn legacy_elevators_have_a_separate_sync_pool_and_blk_mq_ones_do_not() {
+        for (name, legacy) in [
+            ("noop", true),
+            ("deadline", true),
+            ("anticipatory", true),
+            ("cfq", true),
+            ("bfq-v7r2", true),
+            ("bfq", false),
+            ("mq-deadline", false),
+            ("kyber", false),
+        ] {
+            let s = build::<&str>(name, &DeviceInfo::hdd(), &[]).unwrap();
+            assert_eq!(s.separate_sync_pool(), legacy, "{name}");
+        }
+    }
+
     #[test]
     fn every_policy_builds_with_defaults_on_both_device_kinds() {
         for p in policies() {
