@@ -485,6 +485,19 @@ mod tests {
         }
     }
 
+    // The p-th percentile is the bucket holding the ceil(total x p / 100)-th sample: of 500 samples, 450 in bucket 0
+    // and 50 in bucket 5, the 90th percentile (sample 450) is still in bucket 0 and the 99th (sample 495) in
+    // bucket 5; 451 samples in bucket 0 would move the 90th nowhere but the 99th still lies beyond them.
+    #[test]
+    fn the_percentile_is_the_bucket_of_the_ranked_sample() {
+        let mut h = Histogram::default();
+        h.buckets[0] = 450;
+        h.buckets[5] = 50;
+        let mut timeout = None;
+        assert_eq!(h.clone().percentile(99, 0, &mut timeout), Some(5));
+        assert_eq!(h.percentile(90, 0, &mut timeout), Some(0));
+    }
+
     #[test]
     fn buckets_split_at_the_target() {
         // Width target/4: exactly the target is the last good bucket (3), one ns more is the first bad one (4),
