@@ -39,6 +39,10 @@ enum Cmd {
     Loopdev(loopdev::LoopdevArgs),
     /// Replay a block trace (blkparse, blktrace, MSR Cambridge, FIU) under each scheduler on one or more targets.
     Replay(replay_cmd::ReplayArgs),
+    /// Internal: the kernel target's application replay in its own process (reads a JSON spec on stdin, writes a
+    /// JSON report on stdout). Started by `bfq suite --target kernel:DIR startup`, not by hand.
+    #[command(name = "replay-app", hide = true)]
+    ReplayApp,
 }
 
 fn main() -> ExitCode {
@@ -89,7 +93,22 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Suite(args) => suite_cmd::run(args),
         Cmd::Loopdev(args) => loopdev::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
+        Cmd::ReplayApp => replay_app(),
     }
+}
+
+/// `bfq replay-app`: one [`bfq_suite::real::app_process::AppSpec`] on stdin, its report on stdout.
+fn replay_app() -> Result<()> {
+    use bfq_suite::real::app_process::{child_main, AppSpec};
+    use std::io::Read;
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text)?;
+    let spec: AppSpec = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("replay-app reads a JSON application spec on stdin ({e}); it is started by the kernel target")
+    })?;
+    let report = child_main(&spec)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
 }
 
 /// Arguments of `bfq run`.

@@ -174,6 +174,10 @@ pub struct RealOptions {
     /// Multiplies the background workload's file sizes (rounded to MiB, at least 1 MiB; quick runs on small loop
     /// devices); application files are not scaled.
     pub file_scale: f64,
+    /// The bfq binary that replays a kernel-target start-up's profile in its own process (`bfq replay-app`, see
+    /// [`crate::real::app_process`]); `None` replays it on a thread of the runner. The engine target always replays
+    /// on a thread (its I/O must go through the engine).
+    pub app_exe: Option<std::path::PathBuf>,
 }
 
 impl Default for RealOptions {
@@ -182,6 +186,7 @@ impl Default for RealOptions {
             allow_device: false,
             app_cmd: None,
             file_scale: 1.0,
+            app_exe: crate::real::app_process::default_app_exe(),
         }
     }
 }
