@@ -5,6 +5,7 @@ use bfq_sched::policies;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod calibrate_cmd;
 mod loopdev;
 mod progress;
 mod record;
@@ -37,6 +38,9 @@ enum Cmd {
     Suite(suite_cmd::SuiteArgs),
     /// Make or remove a loop device for the real targets (needs root).
     Loopdev(loopdev::LoopdevArgs),
+    /// Measure a real device (a `bfq loopdev` directory or raw device; needs root) and write a device model
+    /// (TOML, model "measured") that the simulator accepts.
+    Calibrate(calibrate_cmd::CalibrateArgs),
     /// Replay a block trace (blkparse, blktrace, MSR Cambridge, FIU) under each scheduler on one or more targets.
     Replay(replay_cmd::ReplayArgs),
     /// Internal: the kernel target's application replay in its own process (reads a JSON spec on stdin, writes a
@@ -92,6 +96,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Record(args) => record::record(args),
         Cmd::Suite(args) => suite_cmd::run(args),
         Cmd::Loopdev(args) => loopdev::run(args),
+        Cmd::Calibrate(args) => calibrate_cmd::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
         Cmd::ReplayApp => replay_app(),
     }

@@ -2,6 +2,7 @@
 //!
 //! - [`loopdev`]: `bfq loopdev create/remove`, the test devices the real targets may reconfigure.
 //! - [`app_process`]: the kernel target's application replayed in its own process (`bfq replay-app`).
+//! - [`calibrate`]: `bfq calibrate`, probes of a real device and the simulator model fitted to them.
 //! - [`runner`]: the real-time executor of [`bfq_workload::Process`] state machines over an [`IoBackend`].
 //! - [`kernel`]: the `kernel:DIR` target ([`run_kernel`]): plain `pread`/`pwrite`, the kernel's own schedulers.
 //! - [`engine`]: the `engine:DIR` target ([`run_engine`]): our policies in the io_uring engine.
@@ -19,6 +20,7 @@
 
 pub mod aio;
 pub mod app_process;
+pub mod calibrate;
 pub mod cleanup;
 pub mod engine;
 pub mod files;
