@@ -11,6 +11,7 @@ mod progress;
 mod record;
 mod replay_cmd;
 mod suite_cmd;
+mod validate_cmd;
 
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
@@ -41,6 +42,9 @@ enum Cmd {
     /// Measure a real device (a `bfq loopdev` directory or raw device; needs root) and write a device model
     /// (TOML, model "measured") that the simulator accepts.
     Calibrate(calibrate_cmd::CalibrateArgs),
+    /// Run the throughput and start-up matrix on the kernel (kernel:DIR, needs root) and on the simulator with a
+    /// device model, and report per cell the ratio, ranking agreement and latency demerit figure.
+    Validate(validate_cmd::ValidateArgs),
     /// Replay a block trace (blkparse, blktrace, MSR Cambridge, FIU) under each scheduler on one or more targets.
     Replay(replay_cmd::ReplayArgs),
     /// Internal: the kernel target's application replay in its own process (reads a JSON spec on stdin, writes a
@@ -97,6 +101,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Suite(args) => suite_cmd::run(args),
         Cmd::Loopdev(args) => loopdev::run(args),
         Cmd::Calibrate(args) => calibrate_cmd::run(args),
+        Cmd::Validate(args) => validate_cmd::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
         Cmd::ReplayApp => replay_app(),
     }

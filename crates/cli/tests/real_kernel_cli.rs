@@ -109,3 +109,106 @@ fn replay_app_refuses_input_that_is_not_a_spec() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("JSON application spec"), "{err}");
 }
+
+#[test]
+fn calibrate_then_a_two_cell_validate_on_a_small_loop_device() {
+    if !real_test_gate("calibrate_then_a_two_cell_validate_on_a_small_loop_device") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let dev = LoopDir::new("validate", "1200M");
+    let out = tempfile::tempdir().expect("tempdir");
+    let model = out.path().join("loop.toml");
+    let saved = out.path().join("loop.json");
+    let t0 = std::time::Instant::now();
+    let text = run_ok(
+        bfq()
+            .arg("calibrate")
+            .arg(&dev.0)
+            .args(["--probe-seconds", "0.3", "--out"])
+            .arg(&model)
+            .arg("--save")
+            .arg(&saved),
+    );
+    assert!(t0.elapsed().as_secs() < 180, "calibrate took {:?}", t0.elapsed());
+    assert!(
+        text.contains("randread-4k-qd32") && text.contains("simulated"),
+        "{text}"
+    );
+    let toml = std::fs::read_to_string(&model).expect("model written");
+    assert!(toml.contains("model = \"measured\""), "{toml}");
+    // The simulator accepts the model.
+    run_ok(
+        bfq()
+            .args(["run", "--workload", "idle", "--app", "bash", "--device"])
+            .arg(&model),
+    );
+    // Fitting again from the saved measurements needs no device.
+    run_ok(
+        bfq()
+            .arg("calibrate")
+            .arg("--from")
+            .arg(&saved)
+            .arg("--out")
+            .arg(out.path().join("again.toml")),
+    );
+    let vdir = out.path().join("v");
+    let table = run_ok(
+        bfq()
+            .args([
+                "validate",
+                "--benchmarks",
+                "startup",
+                "--workloads",
+                "idle",
+                "--sched",
+                "bfq,none",
+            ])
+            .args([
+                "--app",
+                "bash",
+                "--reps",
+                "1",
+                "--warmup",
+                "1",
+                "--file-scale",
+                "0.01",
+                "--target",
+            ])
+            .arg(format!("kernel:{}", dev.0.display()))
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(&vdir),
+    );
+    assert!(table.contains("2 cells: "), "{table}");
+    for f in ["validation.json", "validation.csv", "validation.html", "validation.txt"] {
+        assert!(vdir.join(f).is_file(), "{f} missing");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(vdir.join("validation.json")).expect("json")).expect("parses");
+    let cells = v["cells"].as_array().expect("cells");
+    assert_eq!(cells.len(), 2);
+    for c in cells {
+        assert!(c["ratio"].as_f64().is_some_and(|r| r > 0.0), "{c}");
+        assert!(c["ranking_agrees"].is_boolean(), "{c}");
+    }
+}
+
+#[test]
+fn calibrate_and_validate_refuse_bad_input_in_one_line() {
+    for (args, want) in [
+        (vec!["calibrate", "/nonexistent/dir"], "does not exist|needs root"),
+        (vec!["calibrate", "--from", "/nonexistent.json"], "cannot read"),
+        (
+            vec!["validate", "--target", "sim:nvme", "--model", "nvme"],
+            "give --target kernel:DIR",
+        ),
+    ] {
+        let out = bfq().args(&args).output().expect("runs");
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(want.split('|').any(|w| err.contains(w)), "{args:?}: {err}");
+    }
+}

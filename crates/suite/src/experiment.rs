@@ -145,6 +145,10 @@ pub struct Settings {
     /// Measure the policy's wall-clock CPU time per request (simulator: throughput, start-up, iozone); not
     /// reproducible.
     pub time_policy: bool,
+    /// Start-up runs: add the application's read-latency distribution to `extra` (`app_lat_q00_us` ...
+    /// `app_lat_q19_us`, see [`crate::validate::LATENCY_QUANTILES`], and `app_lat_mean_us`), for `bfq validate`.
+    /// Off by default, so that the suite's results stay as they were.
+    pub app_latency: bool,
     /// Options of the real targets (the simulator ignores them).
     pub real: RealOptions,
 }
@@ -158,6 +162,7 @@ impl Default for Settings {
             warmup: STARTUP_WARMUP,
             seed: 1,
             time_policy: false,
+            app_latency: false,
             real: RealOptions::default(),
         }
     }

@@ -274,6 +274,7 @@ impl SuiteRequest {
                 duration,
                 seed: self.seed,
                 time_policy: self.cpu_time,
+                app_latency: false,
                 real,
                 warmup: warmup.unwrap_or(STARTUP_WARMUP),
             },

@@ -59,6 +59,9 @@ pub struct AppReport {
     pub sys_s: f64,
     /// Whether `mlockall` succeeded in the child.
     pub mlocked: bool,
+    /// Each completed request's latency (issue to completion), ns, in completion order.
+    #[serde(default)]
+    pub latencies_ns: Vec<u64>,
 }
 
 /// The child's side: replays `spec` on this process and returns the report. Needs root only for what the kernel
@@ -103,6 +106,9 @@ pub fn child_main(spec: &AppSpec) -> Result<AppReport, RealError> {
         user_s,
         sys_s,
         mlocked: lock.locked(),
+        latencies_ns: o
+            .map(|o| crate::validate::latencies_ns(&o.report.requests))
+            .unwrap_or_default(),
     })
 }
 
@@ -218,6 +224,7 @@ mod tests {
             user_s: 0.01,
             sys_s: 0.02,
             mlocked: true,
+            latencies_ns: vec![1000, 2000],
         };
         let back: AppReport = serde_json::from_str(&serde_json::to_string(&r).expect("json")).expect("parses");
         assert_eq!(back, r);

@@ -107,6 +107,8 @@ struct AppEnd {
     cpu_s: Option<f64>,
     /// Wall time from spawning the application's process to its exit, s, when it ran as one.
     wall_s: Option<f64>,
+    /// The application's request latencies, ns, when it ran as a process.
+    latencies_ns: Vec<u64>,
 }
 
 /// Runs `cmd` with `/bin/sh -c` in its own process group; waits until it exits or `deadline` (runner time).
@@ -151,6 +153,7 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
                 errors: u64::from(!status.is_some_and(|s| s.success())),
                 cpu_s: None,
                 wall_s: Some((end - start) as f64 / 1e9),
+                latencies_ns: Vec::new(),
             }
         }
         Err(_) => {
@@ -164,6 +167,7 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
                 errors: 0,
                 cpu_s: None,
                 wall_s: None,
+                latencies_ns: Vec::new(),
             }
         }
     };
@@ -195,6 +199,7 @@ fn run_app_process<B: IoBackend>(
             errors: r.errors,
             cpu_s: Some(r.user_s + r.sys_s),
             wall_s: Some(child.wall_ns as f64 / 1e9),
+            latencies_ns: r.latencies_ns,
         },
         r => AppEnd {
             startup_s: None,
@@ -203,6 +208,7 @@ fn run_app_process<B: IoBackend>(
             errors: r.map_or(0, |r| r.errors),
             cpu_s: None,
             wall_s: None,
+            latencies_ns: Vec::new(),
         },
     })
 }
@@ -284,6 +290,7 @@ impl<B: IoBackend> Testbed for RealBed<'_, B> {
                         errors: 0,
                         cpu_s: None,
                         wall_s: None,
+                        latencies_ns: Vec::new(),
                     },
                     None => {
                         self.runner.cancel(id);
@@ -294,6 +301,7 @@ impl<B: IoBackend> Testbed for RealBed<'_, B> {
                             errors: 0,
                             cpu_s: None,
                             wall_s: None,
+                            latencies_ns: Vec::new(),
                         }
                     }
                 }
@@ -380,12 +388,16 @@ pub fn run_timeline<B: IoBackend>(
             why: o.error.clone().unwrap_or_default(),
         });
     }
+    let mut app_latencies = app_end.as_ref().map(|e| e.latencies_ns.clone()).unwrap_or_default();
     let mut app_errors = app_end.as_ref().map_or(0, |e| e.errors);
     let mut startup_s = app_end.as_ref().and_then(|e| e.startup_s);
     // A replayed start-up reports its own time (first request to last completion).
     if let (Some(id), false) = (app_id, span.timed_out) {
         let app = outcomes.get(id);
         startup_s = app.and_then(|o| o.report.startup_ns).map(|ns| ns as f64 / 1e9);
+        if let Some(o) = app {
+            app_latencies = crate::validate::latencies_ns(&o.report.requests);
+        }
         app_errors += app.map_or(0, |o| o.report.errors);
     }
     let (s0, b0, s1, b1) = (o.disk, o.bytes, c.disk, c.bytes);
@@ -429,6 +441,9 @@ pub fn run_timeline<B: IoBackend>(
     extra.insert("cpu_self_s".to_string(), c.own_cpu_s - o.own_cpu_s);
     if let Some(l) = load_1m {
         extra.insert("loadavg_1m".to_string(), l);
+    }
+    if exp.settings.app_latency && !app_latencies.is_empty() {
+        crate::validate::insert_latencies(extra, &app_latencies);
     }
     if let Some(e) = &app_end {
         extra.insert("app_process".to_string(), if e.cpu_s.is_some() { 1.0 } else { 0.0 });
