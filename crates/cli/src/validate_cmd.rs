@@ -19,11 +19,14 @@ Example:\n  sudo bfq calibrate /mnt/bfq --out loop.toml\n  sudo bfq validate --t
 )]
 pub struct ValidateArgs {
     /// The kernel target: kernel:DIR, with DIR made by `bfq loopdev create`.
-    #[arg(long)]
-    target: String,
+    #[arg(long, required_unless_present = "from")]
+    target: Option<String>,
     /// Device model for the simulator (TOML, e.g. written by `bfq calibrate`, or a preset name).
-    #[arg(long)]
-    model: PathBuf,
+    #[arg(long, required_unless_present = "from")]
+    model: Option<PathBuf>,
+    /// Report again from a validation.json written earlier (no root, nothing runs).
+    #[arg(long, conflicts_with_all = ["target", "model"])]
+    from: Option<PathBuf>,
     /// Benchmarks, comma-separated: throughput, startup.
     #[arg(long, default_value = "throughput,startup")]
     benchmarks: String,
@@ -75,7 +78,33 @@ fn seconds(name: &str, v: f64) -> Result<u64> {
 
 /// Runs `bfq validate`.
 pub fn run(args: ValidateArgs) -> Result<()> {
-    let dir = match Target::parse(&args.target)? {
+    if let Some(from) = &args.from {
+        let text = std::fs::read_to_string(from).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read {} ({e}): give a validation.json written by bfq validate",
+                from.display()
+            )
+        })?;
+        let old: validate::Validation = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{} is not a validation.json written by bfq validate ({e})",
+                from.display()
+            )
+        })?;
+        let v = validate::summarize(old.runs);
+        validate::write_files(&v, &args.out)?;
+        print!("{}", validate::table(&v));
+        println!(
+            "reported again from {}; files in {}",
+            from.display(),
+            args.out.display()
+        );
+        return Ok(());
+    }
+    let (Some(target), Some(model)) = (&args.target, &args.model) else {
+        bail!("give --target kernel:DIR and --model FILE.toml, or --from a validation.json");
+    };
+    let dir = match Target::parse(target)? {
         Target::Kernel(d) => d,
         other => bail!("--target {other}: validate compares against the kernel; give --target kernel:DIR"),
     };
@@ -104,7 +133,7 @@ pub fn run(args: ValidateArgs) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let cfg = ValidateConfig {
         kernel_dir: dir,
-        model: args.model.clone(),
+        model: model.clone(),
         benchmarks,
         workloads: list(&args.workloads),
         schedulers: list(&args.sched),

@@ -376,8 +376,9 @@ pub fn summarize(runs: Vec<RunResult>) -> Validation {
             .iter()
             .map(|c| c.sim_median.map(|v| (c.scheduler.clone(), v)))
             .collect();
+        // A row whose measured values are all equal (idle throughput: 0 MB/s everywhere) has no ranking.
         let verdict = match (real, simr) {
-            (Some(a), Some(b)) if row.len() > 1 => Some(ranking(&a) == ranking(&b)),
+            (Some(a), Some(b)) if row.len() > 1 && a.iter().any(|x| x.1 != a[0].1) => Some(ranking(&a) == ranking(&b)),
             _ => None,
         };
         if let Some(v) = verdict {
