@@ -125,7 +125,7 @@ fn calibrate_then_a_two_cell_validate_on_a_small_loop_device() {
         bfq()
             .arg("calibrate")
             .arg(&dev.0)
-            .args(["--probe-seconds", "0.3", "--out"])
+            .args(["--probe-seconds", "1", "--out"])
             .arg(&model)
             .arg("--save")
             .arg(&saved),

@@ -91,7 +91,7 @@ fn pool(qs: &[Vec<f64>]) -> Option<Vec<f64>> {
 /// The demerit figure: RMS over the quantile levels of (simulated - measured), divided by the measured mean, as a
 /// fraction (0.1 = 10 %). `None` without data or with a zero mean.
 pub fn demerit(real_q: &[f64], sim_q: &[f64], real_mean_us: f64) -> Option<f64> {
-    if real_q.is_empty() || real_q.len() != sim_q.len() || !(real_mean_us > 0.0) {
+    if real_q.is_empty() || real_q.len() != sim_q.len() || real_mean_us.is_nan() || real_mean_us <= 0.0 {
         return None;
     }
     let ms = real_q.iter().zip(sim_q).map(|(r, s)| (s - r).powi(2)).sum::<f64>() / real_q.len() as f64;

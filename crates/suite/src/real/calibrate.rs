@@ -177,7 +177,7 @@ pub fn check(c: &Calibration) -> Result<(), CalibrationError> {
         if !(p.iops.is_finite() && p.iops > 0.0 && p.iops < 20.0e6) {
             return Err(bad(p, "IOPS outside (0, 20 M)"));
         }
-        if !(p.mb_s < 200_000.0) {
+        if p.mb_s.is_nan() || p.mb_s >= 200_000.0 {
             return Err(bad(p, "more than 200 GB/s"));
         }
         if !(p.mean_us.is_finite() && p.mean_us >= 0.5 && p.mean_us < 10.0e6) {
