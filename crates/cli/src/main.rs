@@ -5,11 +5,13 @@ use bfq_sched::policies;
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
+mod calibrate_cmd;
 mod loopdev;
 mod progress;
 mod record;
 mod replay_cmd;
 mod suite_cmd;
+mod validate_cmd;
 
 /// Budget Fair Queueing and its peers: policies, a storage simulator, a real I/O engine and a benchmark suite.
 #[derive(Parser)]
@@ -37,8 +39,18 @@ enum Cmd {
     Suite(suite_cmd::SuiteArgs),
     /// Make or remove a loop device for the real targets (needs root).
     Loopdev(loopdev::LoopdevArgs),
+    /// Measure a real device (a `bfq loopdev` directory or raw device; needs root) and write a device model
+    /// (TOML, model "measured") that the simulator accepts.
+    Calibrate(calibrate_cmd::CalibrateArgs),
+    /// Run the throughput and start-up matrix on the kernel (kernel:DIR, needs root) and on the simulator with a
+    /// device model, and report per cell the ratio, ranking agreement and latency demerit figure.
+    Validate(validate_cmd::ValidateArgs),
     /// Replay a block trace (blkparse, blktrace, MSR Cambridge, FIU) under each scheduler on one or more targets.
     Replay(replay_cmd::ReplayArgs),
+    /// Internal: the kernel target's application replay in its own process (reads a JSON spec on stdin, writes a
+    /// JSON report on stdout). Started by `bfq suite --target kernel:DIR startup`, not by hand.
+    #[command(name = "replay-app", hide = true)]
+    ReplayApp,
 }
 
 fn main() -> ExitCode {
@@ -126,8 +138,25 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Record(args) => record::record(args),
         Cmd::Suite(args) => suite_cmd::run(args),
         Cmd::Loopdev(args) => loopdev::run(args),
+        Cmd::Calibrate(args) => calibrate_cmd::run(args),
+        Cmd::Validate(args) => validate_cmd::run(args),
         Cmd::Replay(args) => replay_cmd::run(args),
+        Cmd::ReplayApp => replay_app(),
     }
+}
+
+/// `bfq replay-app`: one [`bfq_suite::real::app_process::AppSpec`] on stdin, its report on stdout.
+fn replay_app() -> Result<()> {
+    use bfq_suite::real::app_process::{child_main, AppSpec};
+    use std::io::Read;
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text)?;
+    let spec: AppSpec = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("replay-app reads a JSON application spec on stdin ({e}); it is started by the kernel target")
+    })?;
+    let report = child_main(&spec)?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
 }
 
 /// Arguments of `bfq run`.

@@ -145,6 +145,10 @@ pub struct Settings {
     /// Measure the policy's wall-clock CPU time per request (simulator: throughput, start-up, iozone); not
     /// reproducible.
     pub time_policy: bool,
+    /// Start-up runs: add the application's read-latency distribution to `extra` (`app_lat_q00_us` ...
+    /// `app_lat_q19_us`, see [`crate::validate::LATENCY_QUANTILES`], and `app_lat_mean_us`), for `bfq validate`.
+    /// Off by default, so that the suite's results stay as they were.
+    pub app_latency: bool,
     /// Options of the real targets (the simulator ignores them).
     pub real: RealOptions,
 }
@@ -158,6 +162,7 @@ impl Default for Settings {
             warmup: STARTUP_WARMUP,
             seed: 1,
             time_policy: false,
+            app_latency: false,
             real: RealOptions::default(),
         }
     }
@@ -174,6 +179,10 @@ pub struct RealOptions {
     /// Multiplies the background workload's file sizes (rounded to MiB, at least 1 MiB; quick runs on small loop
     /// devices); application files are not scaled.
     pub file_scale: f64,
+    /// The bfq binary that replays a kernel-target start-up's profile in its own process (`bfq replay-app`, see
+    /// [`crate::real::app_process`]); `None` replays it on a thread of the runner. The engine target always replays
+    /// on a thread (its I/O must go through the engine).
+    pub app_exe: Option<std::path::PathBuf>,
 }
 
 impl Default for RealOptions {
@@ -182,6 +191,7 @@ impl Default for RealOptions {
             allow_device: false,
             app_cmd: None,
             file_scale: 1.0,
+            app_exe: crate::real::app_process::default_app_exe(),
         }
     }
 }

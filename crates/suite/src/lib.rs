@@ -19,6 +19,7 @@ pub mod stats;
 pub mod suite;
 pub mod target;
 pub mod timeline;
+pub mod validate;
 
 pub use experiment::{Experiment, RealOptions, Settings, Work};
 pub use result::{Benchmark, Measured, RunResult};

@@ -238,6 +238,7 @@ impl SuiteRequest {
             allow_device: self.allow_device,
             app_cmd: self.app_cmd.clone(),
             file_scale,
+            ..RealOptions::default()
         };
         if targets.iter().all(Target::is_sim) {
             let real_only = [
@@ -273,6 +274,7 @@ impl SuiteRequest {
                 duration,
                 seed: self.seed,
                 time_policy: self.cpu_time,
+                app_latency: false,
                 real,
                 warmup: warmup.unwrap_or(STARTUP_WARMUP),
             },

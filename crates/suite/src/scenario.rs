@@ -302,6 +302,11 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
     extra.insert("read_latency_mean_ms".to_string(), m.latency[0].mean_ns() as f64 / 1e6);
     extra.insert("read_latency_max_ms".to_string(), m.latency[0].max_ns as f64 / 1e6);
     extra.insert("window_s".to_string(), (w1 - w0) as f64 / 1e9);
+    if exp.settings.app_latency {
+        if let Some(r) = bed.app_pid.and_then(|pid| sim.report(pid)) {
+            crate::validate::insert_latencies(extra, &crate::validate::latencies_ns(&r.requests));
+        }
+    }
     let inserted = sim.inserted_requests();
     measured.sched_cpu_ns_per_request =
         (exp.settings.time_policy && inserted > 0).then(|| m.sched_cpu_ns as f64 / inserted as f64);

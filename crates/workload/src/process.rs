@@ -198,8 +198,9 @@ pub struct ProcessReport {
     /// Phases of a multi-phase test (e.g. iozone's write, re-write, read, re-read), in the order run; empty for
     /// other processes.
     pub phases: Vec<PhaseReport>,
-    /// When each request of a replayed trace was issued and completed, in the flow's request order; empty for
-    /// other processes.
+    /// When each request of a replayed trace was issued and completed, in the flow's request order; for a start-up
+    /// replay, each request in completion order (its read latency is `completed - issued`); empty for other
+    /// processes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<RequestTiming>,
 }

@@ -43,6 +43,8 @@ pub struct Startup {
     outstanding: u64,
     last_completion: Time,
     report: ProcessReport,
+    /// Issue time of each request, by tag - 1, ns.
+    issued: Vec<Time>,
 }
 
 impl Startup {
@@ -65,6 +67,7 @@ impl Startup {
             outstanding: 0,
             last_completion: 0,
             report: ProcessReport::default(),
+            issued: Vec::new(),
         }
     }
 
@@ -120,6 +123,7 @@ impl Startup {
             let tag = self.next as u64 + 1;
             self.next += 1;
             self.outstanding += 1;
+            self.issued.push(now);
             out.issue(
                 tag,
                 Op::Read {
@@ -172,6 +176,13 @@ impl Process for Startup {
             (Event::Completed { tag, result }, state) => {
                 self.outstanding = self.outstanding.saturating_sub(1);
                 self.last_completion = now;
+                if let Some(&issued) = (tag as usize).checked_sub(1).and_then(|i| self.issued.get(i)) {
+                    self.report.requests.push(crate::process::RequestTiming {
+                        issued,
+                        completed: Some(now),
+                        ok: result.is_ok(),
+                    });
+                }
                 match result {
                     Ok(b) => {
                         self.report.read_bytes += b;

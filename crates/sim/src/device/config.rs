@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::flash::{Flash, FlashConfig};
 use super::hdd::{Hdd, HddConfig};
+use super::measured::{Measured, MeasuredConfig};
 use super::nvme::{Nvme, NvmeConfig};
 use super::raid1::{Raid1, Raid1Config};
 use super::ssd::{SataSsd, SsdConfig};
@@ -72,6 +73,8 @@ pub enum DeviceConfig {
     Flash(FlashConfig),
     /// An NVMe SSD ([`Nvme`]).
     Nvme(NvmeConfig),
+    /// A measured, table-driven device ([`Measured`]), as `bfq calibrate` writes it.
+    Measured(MeasuredConfig),
 }
 
 impl DeviceConfig {
@@ -127,6 +130,7 @@ impl DeviceConfig {
             "ssd" => DeviceConfig::Ssd(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             "flash" => DeviceConfig::Flash(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             "nvme" => DeviceConfig::Nvme(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "measured" => DeviceConfig::Measured(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             other => {
                 return Err(DeviceError::Field {
                     field: "model".into(),
@@ -152,6 +156,7 @@ impl DeviceConfig {
             DeviceConfig::Ssd(c) => &c.name,
             DeviceConfig::Flash(c) => &c.name,
             DeviceConfig::Nvme(c) => &c.name,
+            DeviceConfig::Measured(c) => &c.name,
         }
     }
 
@@ -174,6 +179,7 @@ impl DeviceConfig {
             DeviceConfig::Ssd(c) => c.validate(),
             DeviceConfig::Flash(c) => c.validate(),
             DeviceConfig::Nvme(c) => c.validate(),
+            DeviceConfig::Measured(c) => c.validate(),
         }
     }
 
@@ -185,12 +191,13 @@ impl DeviceConfig {
             DeviceConfig::Ssd(c) => Box::new(SataSsd::new(c)),
             DeviceConfig::Flash(c) => Box::new(Flash::new(c)),
             DeviceConfig::Nvme(c) => Box::new(Nvme::new(c)),
+            DeviceConfig::Measured(c) => Box::new(Measured::new(c)),
         }
     }
 }
 
 /// The `model` tags a TOML description may give.
-const MODELS: [&str; 5] = ["hdd", "raid1", "ssd", "flash", "nvme"];
+const MODELS: [&str; 6] = ["hdd", "raid1", "ssd", "flash", "nvme", "measured"];
 
 /// `text` with the line defining `key` before the first table header replaced by an empty line.
 fn blank_top_level_key(text: &str, key: &str) -> String {

@@ -45,6 +45,7 @@ pub trait Device: Send {
 pub mod config;
 pub mod flash;
 pub mod hdd;
+pub mod measured;
 pub mod nvme;
 pub mod raid1;
 pub mod ssd;
@@ -54,6 +55,7 @@ pub(crate) mod testutil;
 pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError};
 pub use flash::{Flash, FlashConfig};
 pub use hdd::{Hdd, HddConfig, SeekCurve};
+pub use measured::{Measured, MeasuredConfig};
 pub use nvme::{Nvme, NvmeConfig};
 pub use raid1::{Raid1, Raid1Config};
 pub use ssd::{SataSsd, SsdConfig};

@@ -1,6 +1,8 @@
 //! Real targets: the suite's processes on real threads in real time, against a real file system on a loop device.
 //!
 //! - [`loopdev`]: `bfq loopdev create/remove`, the test devices the real targets may reconfigure.
+//! - [`app_process`]: the kernel target's application replayed in its own process (`bfq replay-app`).
+//! - [`calibrate`]: `bfq calibrate`, probes of a real device and the simulator model fitted to them.
 //! - [`runner`]: the real-time executor of [`bfq_workload::Process`] state machines over an [`IoBackend`].
 //! - [`kernel`]: the `kernel:DIR` target ([`run_kernel`]): plain `pread`/`pwrite`, the kernel's own schedulers.
 //! - [`engine`]: the `engine:DIR` target ([`run_engine`]): our policies in the io_uring engine.
@@ -17,6 +19,8 @@
 //! interrupt. See `docs/REAL.md`.
 
 pub mod aio;
+pub mod app_process;
+pub mod calibrate;
 pub mod cleanup;
 pub mod engine;
 pub mod files;

@@ -482,3 +482,87 @@ mod tests {
         }
     }
 }
+
+/// CPU time of `who` (`libc::RUSAGE_SELF`, `libc::RUSAGE_CHILDREN`, `libc::RUSAGE_THREAD`) as (user, system),
+/// seconds; zeros if `getrusage` fails.
+pub fn cpu_times(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (s(ru.ru_utime), s(ru.ru_stime))
+}
+
+/// The machine's CPU time counters from the first line of `/proc/stat`, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuStat {
+    /// Ticks spent busy: user, nice, system, irq, softirq, steal.
+    pub busy: u64,
+    /// Ticks in all states (busy, idle and iowait).
+    pub total: u64,
+}
+
+impl CpuStat {
+    /// Parses the `cpu ` line of `/proc/stat`.
+    pub fn parse(text: &str) -> Option<CpuStat> {
+        let line = text.lines().find(|l| l.starts_with("cpu "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        if v.len() < 5 {
+            return None;
+        }
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal (guest time is already in user).
+        let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+        Some(CpuStat {
+            busy,
+            total: busy + at(3) + at(4),
+        })
+    }
+
+    /// Reads `/proc/stat`; `None` if it cannot be read or parsed.
+    pub fn read() -> Option<CpuStat> {
+        CpuStat::parse(&std::fs::read_to_string("/proc/stat").ok()?)
+    }
+
+    /// Percentage of all CPUs' time spent busy between `earlier` and `self` (0-100); `None` over no time.
+    pub fn busy_pct_since(&self, earlier: &CpuStat) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total)?;
+        let busy = self.busy.checked_sub(earlier.busy)?;
+        (total > 0).then(|| 100.0 * busy as f64 / total as f64)
+    }
+}
+
+/// The 1-minute load average from `/proc/loadavg`; `None` if unreadable.
+pub fn loadavg_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_busy_share_comes_from_proc_stat_deltas() {
+        let a = CpuStat::parse("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4 5\n").expect("parses");
+        assert_eq!(a, CpuStat { busy: 150, total: 1000 });
+        let b = CpuStat::parse("cpu  200 0 100 850 50 0 0 0 0 0\n").expect("parses");
+        assert_eq!(b.busy_pct_since(&a), Some(75.0));
+        assert_eq!(a.busy_pct_since(&a), None);
+        assert!(CpuStat::parse("intr 1 2").is_none());
+        assert!(CpuStat::read().is_some());
+        assert!(loadavg_1m().is_some_and(|l| l >= 0.0));
+        let (u, s) = cpu_times(libc::RUSAGE_SELF);
+        assert!(u >= 0.0 && s >= 0.0);
+    }
+}

@@ -11,9 +11,10 @@
 //!    too (`extra.proc_read_mbps`, `extra.proc_write_mbps`): they include page-cache hits, the device figures do
 //!    not.
 
+use super::app_process::{run_child, AppSpec};
 use super::files::{prepare_files, FileSet};
 use super::runner::{IoBackend, ProcId, Runner};
-use super::sys::{self, BlockDev, DiskStat};
+use super::sys::{self, BlockDev, CpuStat, DiskStat};
 use super::{RealError, RealRun};
 use crate::result::Measured;
 use crate::scenario::{load_profile, Era};
@@ -102,6 +103,12 @@ struct AppEnd {
     timed_out: bool,
     end: Time,
     errors: u64,
+    /// CPU time of the application's own process (user + system), s, when it ran as one.
+    cpu_s: Option<f64>,
+    /// Wall time from spawning the application's process to its exit, s, when it ran as one.
+    wall_s: Option<f64>,
+    /// The application's request latencies, ns, when it ran as a process.
+    latencies_ns: Vec<u64>,
 }
 
 /// Runs `cmd` with `/bin/sh -c` in its own process group; waits until it exits or `deadline` (runner time).
@@ -144,6 +151,9 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
                 timed_out: false,
                 end,
                 errors: u64::from(!status.is_some_and(|s| s.success())),
+                cpu_s: None,
+                wall_s: Some((end - start) as f64 / 1e9),
+                latencies_ns: Vec::new(),
             }
         }
         Err(_) => {
@@ -155,10 +165,52 @@ fn run_command_timed<B: IoBackend>(runner: &Runner<B>, cmd: &str, deadline: Time
                 timed_out: true,
                 end: deadline,
                 errors: 0,
+                cpu_s: None,
+                wall_s: None,
+                latencies_ns: Vec::new(),
             }
         }
     };
     Ok(out)
+}
+
+/// Replays `app` (files `paths`) in its own process `exe replay-app` until `deadline` (runner time).
+fn run_app_process<B: IoBackend>(
+    runner: &Runner<B>,
+    exe: &std::path::Path,
+    app: &str,
+    paths: Vec<std::path::PathBuf>,
+    deadline: Time,
+) -> Result<AppEnd, RealError> {
+    let start = runner.now();
+    let spec = AppSpec {
+        app: app.to_string(),
+        paths,
+        timeout_ns: deadline.saturating_sub(start),
+    };
+    let until = std::time::Instant::now() + Duration::from_nanos(spec.timeout_ns);
+    let child = run_child(exe, &spec, until)?;
+    let end = runner.now();
+    Ok(match child.report {
+        Some(r) if r.startup_ns.is_some() => AppEnd {
+            startup_s: r.startup_ns.map(|ns| ns as f64 / 1e9),
+            timed_out: false,
+            end,
+            errors: r.errors,
+            cpu_s: Some(r.user_s + r.sys_s),
+            wall_s: Some(child.wall_ns as f64 / 1e9),
+            latencies_ns: r.latencies_ns,
+        },
+        r => AppEnd {
+            startup_s: None,
+            timed_out: true,
+            end: deadline.min(end),
+            errors: r.map_or(0, |r| r.errors),
+            cpu_s: None,
+            wall_s: None,
+            latencies_ns: Vec::new(),
+        },
+    })
 }
 
 /// The real targets as a [`Testbed`]: each step waits for the runner's clock to reach its time, then acts; the
@@ -169,15 +221,36 @@ struct RealBed<'a, B: IoBackend> {
     background: Vec<Box<dyn Process>>,
     app_cmd: Option<&'a str>,
     app: Option<(Arc<Profile>, FileId)>,
+    /// Run the profile in its own process with this bfq binary (kernel target only).
+    app_exe: Option<(&'a std::path::Path, &'a str, Vec<std::path::PathBuf>)>,
     app_id: Option<ProcId>,
     app_end: Option<AppEnd>,
-    opened: Option<(DiskStat, (u64, u64))>,
-    closed: Option<(DiskStat, (u64, u64))>,
+    opened: Option<Sample>,
+    closed: Option<Sample>,
+}
+
+/// Counters read when the window opens and closes.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    disk: DiskStat,
+    /// Bytes (read, written) by the runner's processes.
+    bytes: (u64, u64),
+    /// The machine's CPU counters.
+    cpu: Option<CpuStat>,
+    /// CPU time (user + system) of this process's threads and of its reaped children, s.
+    own_cpu_s: f64,
 }
 
 impl<B: IoBackend> RealBed<'_, B> {
-    fn sample(&self) -> Result<(DiskStat, (u64, u64)), RealError> {
-        Ok((self.dev.stat()?, self.runner.bytes()))
+    fn sample(&self) -> Result<Sample, RealError> {
+        let (su, ss) = sys::cpu_times(libc::RUSAGE_SELF);
+        let (cu, cs) = sys::cpu_times(libc::RUSAGE_CHILDREN);
+        Ok(Sample {
+            disk: self.dev.stat()?,
+            bytes: self.runner.bytes(),
+            cpu: CpuStat::read(),
+            own_cpu_s: su + ss + cu + cs,
+        })
     }
 }
 
@@ -202,6 +275,10 @@ impl<B: IoBackend> Testbed for RealBed<'_, B> {
         self.runner.sleep_until(at);
         let end = match (self.app_cmd, &self.app) {
             (Some(cmd), _) => run_command_timed(&self.runner, cmd, deadline)?,
+            (None, Some(_)) if self.app_exe.is_some() => {
+                let (exe, app, paths) = self.app_exe.take().expect("checked");
+                run_app_process(&self.runner, exe, app, paths, deadline)?
+            }
             (None, Some((prof, base))) => {
                 let id = self.runner.spawn(at, Box::new(Startup::new(prof.clone(), *base, at)))?;
                 self.app_id = Some(id);
@@ -211,6 +288,9 @@ impl<B: IoBackend> Testbed for RealBed<'_, B> {
                         timed_out: false,
                         end: t,
                         errors: 0,
+                        cpu_s: None,
+                        wall_s: None,
+                        latencies_ns: Vec::new(),
                     },
                     None => {
                         self.runner.cancel(id);
@@ -219,6 +299,9 @@ impl<B: IoBackend> Testbed for RealBed<'_, B> {
                             timed_out: true,
                             end: deadline,
                             errors: 0,
+                            cpu_s: None,
+                            wall_s: None,
+                            latencies_ns: Vec::new(),
                         }
                     }
                 }
@@ -255,6 +338,15 @@ pub fn run_timeline<B: IoBackend>(
         files,
     } = prepared;
     let exp = run.exp;
+    // The kernel target replays the profile in its own process when the bfq binary is known.
+    let app_exe = match (&exp.settings.real.app_exe, run.app, &profile) {
+        (Some(bin), Some(app), Some(p)) if exp.settings.real.app_cmd.is_none() && backend.name() == "kernel" => {
+            let paths = files.paths[app_base as usize..app_base as usize + p.files.len()].to_vec();
+            Some((bin.as_path(), app, paths))
+        }
+        _ => None,
+    };
+    let load_1m = sys::loadavg_1m();
     sys::sync_all();
     sys::drop_caches()?;
     let mut bed = RealBed {
@@ -263,6 +355,7 @@ pub fn run_timeline<B: IoBackend>(
         background: workload.processes,
         app_cmd: exp.settings.real.app_cmd.as_deref().filter(|_| run.app.is_some()),
         app: profile.map(|p| (p, app_base)),
+        app_exe,
         app_id: None,
         app_end: None,
         opened: None,
@@ -279,7 +372,7 @@ pub fn run_timeline<B: IoBackend>(
         },
     };
     let span: Span = timeline::run(&mut bed, plan)?;
-    let (Some((s0, b0)), Some((s1, b1))) = (bed.opened, bed.closed) else {
+    let (Some(o), Some(c)) = (bed.opened, bed.closed) else {
         unreachable!("the timeline opens and closes the window")
     };
     let RealBed {
@@ -295,14 +388,19 @@ pub fn run_timeline<B: IoBackend>(
             why: o.error.clone().unwrap_or_default(),
         });
     }
+    let mut app_latencies = app_end.as_ref().map(|e| e.latencies_ns.clone()).unwrap_or_default();
     let mut app_errors = app_end.as_ref().map_or(0, |e| e.errors);
     let mut startup_s = app_end.as_ref().and_then(|e| e.startup_s);
     // A replayed start-up reports its own time (first request to last completion).
     if let (Some(id), false) = (app_id, span.timed_out) {
         let app = outcomes.get(id);
         startup_s = app.and_then(|o| o.report.startup_ns).map(|ns| ns as f64 / 1e9);
+        if let Some(o) = app {
+            app_latencies = crate::validate::latencies_ns(&o.report.requests);
+        }
         app_errors += app.map_or(0, |o| o.report.errors);
     }
+    let (s0, b0, s1, b1) = (o.disk, o.bytes, c.disk, c.bytes);
     let (w0, w1) = span.window;
     let d: DiskStat = s1.since(&s0);
     let secs = (w1.saturating_sub(w0)).max(1) as f64 / 1e9;
@@ -334,6 +432,28 @@ pub fn run_timeline<B: IoBackend>(
         (outcomes.iter().map(|o| o.report.errors).sum::<u64>() + app_errors) as f64,
     );
     extra.insert("file_scale".to_string(), exp.settings.real.file_scale);
+    // CPU: this loop device is CPU-bound, so every run says how busy the machine was.
+    if let (Some(a), Some(b)) = (o.cpu, c.cpu) {
+        if let Some(p) = b.busy_pct_since(&a) {
+            extra.insert("cpu_busy_pct".to_string(), p);
+        }
+    }
+    extra.insert("cpu_self_s".to_string(), c.own_cpu_s - o.own_cpu_s);
+    if let Some(l) = load_1m {
+        extra.insert("loadavg_1m".to_string(), l);
+    }
+    if exp.settings.app_latency && !app_latencies.is_empty() {
+        crate::validate::insert_latencies(extra, &app_latencies);
+    }
+    if let Some(e) = &app_end {
+        extra.insert("app_process".to_string(), if e.cpu_s.is_some() { 1.0 } else { 0.0 });
+        if let Some(c) = e.cpu_s {
+            extra.insert("app_cpu_s".to_string(), c);
+        }
+        if let Some(w) = e.wall_s {
+            extra.insert("app_wall_s".to_string(), w);
+        }
+    }
     extra.insert("files_written_mb".to_string(), files.written_bytes as f64 / 1e6);
     Ok(m)
 }

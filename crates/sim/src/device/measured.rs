@@ -1,0 +1,305 @@
+//! A measured, table-driven device (model `measured`): what `bfq calibrate` writes for a real device.
+//!
+//! # How it works
+//! Service times come from tables measured at queue depth 1: `read_us` and `write_us` give the mean service time
+//! (µs) for request sizes (KiB); sizes between two rows are interpolated linearly, sizes outside the table are
+//! extrapolated from the nearest two rows (never below the smallest row's time). `parallelism` requests are served
+//! at once (independent units, each request on the unit that frees first, in submission order); every request
+//! also crosses one shared link at `max_read_mb_s` or `max_write_mb_s`, so that large requests at high depth are
+//! bounded by the measured peak bandwidth. A request completes at the later of its unit's end and its link
+//! transfer's end. There is no notion of position: sequential and random requests of one size cost the same
+//! (the calibration's 1 MiB row is taken from the sequential probe), and there is no cache or write buffer
+//! beyond what the measured times contain. Deterministic: no clock, no randomness.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bfq_sched::{DeviceInfo, Direction, Time};
+use serde::{Deserialize, Serialize};
+
+use super::config::{check_common, check_f, DeviceError};
+use super::{clamp_request, f64_ns, DevRequest, Device};
+
+/// Parameters of a measured device. Sizes in KiB, times in µs, rates in MB/s (10^6 bytes per second).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredConfig {
+    /// Name reported in [`DeviceInfo`].
+    pub name: String,
+    /// Capacity in 512-byte sectors.
+    pub capacity_sectors: u64,
+    /// The device's `queue/rotational` flag (policies idle differently on rotational devices).
+    pub rotational: bool,
+    /// Tags offered to the scheduler.
+    pub queue_depth: u32,
+    /// Scheduler tags (`nr_requests`).
+    pub nr_requests: u32,
+    /// Largest request, sectors.
+    pub max_sectors: u32,
+    /// Requests served at once (may be fractional): the measured 4 KiB read IOPS at depth 32 times the QD1 service
+    /// time. The model has `ceil(parallelism)` units, each busy for a request's service time times
+    /// `ceil(parallelism) / parallelism`, so that depth 1 sees the table's times and full depth `parallelism` times
+    /// the table's rate.
+    pub parallelism: f64,
+    /// Read service time at queue depth 1 by size: rows `[KiB, µs]`, sizes strictly ascending.
+    pub read_us: Vec<[f64; 2]>,
+    /// Write service time at queue depth 1 by size: rows `[KiB, µs]`, sizes strictly ascending.
+    pub write_us: Vec<[f64; 2]>,
+    /// Peak read bandwidth (large requests at depth), MB/s: the shared link's read rate.
+    pub max_read_mb_s: f64,
+    /// Peak write bandwidth, MB/s: the shared link's write rate.
+    pub max_write_mb_s: f64,
+}
+
+fn check_table(field: &str, t: &[[f64; 2]]) -> Result<(), DeviceError> {
+    let bad = |reason: String| DeviceError::Field {
+        field: field.to_string(),
+        value: format!("{t:?}"),
+        reason,
+    };
+    if t.is_empty() || t.len() > 64 {
+        return Err(bad("give 1 to 64 rows [KiB, µs]".into()));
+    }
+    for (i, r) in t.iter().enumerate() {
+        if !(r[0].is_finite() && r[0] > 0.0 && r[0] <= 1.0e6 && r[1].is_finite() && r[1] > 0.0 && r[1] <= 1.0e8) {
+            return Err(bad(format!(
+                "row {i} must have a size in (0, 1e6] KiB and a time in (0, 1e8] µs"
+            )));
+        }
+        if i > 0 && t[i - 1][0] >= r[0] {
+            return Err(bad("sizes must be strictly ascending".into()));
+        }
+    }
+    Ok(())
+}
+
+impl MeasuredConfig {
+    pub(crate) fn validate(&self) -> Result<(), DeviceError> {
+        check_common(
+            "",
+            self.capacity_sectors,
+            self.queue_depth,
+            self.nr_requests,
+            self.max_sectors,
+        )?;
+        check_f("", "parallelism", self.parallelism, 1.0, 65_536.0)?;
+        check_table("read_us", &self.read_us)?;
+        check_table("write_us", &self.write_us)?;
+        check_f("", "max_read_mb_s", self.max_read_mb_s, 0.1, 1.0e6)?;
+        check_f("", "max_write_mb_s", self.max_write_mb_s, 0.1, 1.0e6)
+    }
+}
+
+/// Service time for `kib` from a table, µs: linear between rows, extrapolated from the nearest two outside, never
+/// below the first row's time.
+pub fn table_us(t: &[[f64; 2]], kib: f64) -> f64 {
+    match t {
+        [] => 0.0,
+        [only] => only[1],
+        [first, ..] if kib <= first[0] => first[1],
+        [first, ..] => {
+            let i = t.iter().position(|r| r[0] >= kib).unwrap_or(t.len() - 1).max(1);
+            let (a, b) = (t[i - 1], t[i]);
+            let v = a[1] + (b[1] - a[1]) * (kib - a[0]) / (b[0] - a[0]);
+            v.max(first[1])
+        }
+    }
+}
+
+/// Units of a device with `parallelism` (clamped to 1..=65536).
+fn units(parallelism: f64) -> usize {
+    let p = if parallelism.is_finite() {
+        parallelism.clamp(1.0, 65_536.0)
+    } else {
+        1.0
+    };
+    p.ceil() as usize
+}
+
+/// A simulated measured device. Build with [`Measured::new`].
+#[derive(Debug, Clone)]
+pub struct Measured {
+    info: DeviceInfo,
+    read_us: Vec<[f64; 2]>,
+    write_us: Vec<[f64; 2]>,
+    /// When each unit frees, ns.
+    units: Vec<Time>,
+    /// A unit's busy time per unit of service time (`ceil(parallelism) / parallelism`, at least 1).
+    occupancy: f64,
+    link_free: Time,
+    read_ps_per_byte: f64,
+    write_ps_per_byte: f64,
+    seq: u64,
+    done: BinaryHeap<Reverse<(Time, u64, u64)>>,
+}
+
+impl Measured {
+    /// Builds the device. Out-of-range parameters are clamped.
+    pub fn new(cfg: &MeasuredConfig) -> Measured {
+        let ps = |mb: f64| if mb.is_finite() && mb > 0.0 { 1.0e6 / mb } else { 1.0e6 };
+        Measured {
+            info: DeviceInfo {
+                name: cfg.name.clone(),
+                rotational: cfg.rotational,
+                queue_depth: cfg.queue_depth.max(1),
+                nr_requests: cfg.nr_requests.max(1),
+                max_sectors: cfg.max_sectors.max(1),
+                capacity_sectors: cfg.capacity_sectors.max(1),
+            },
+            read_us: cfg.read_us.clone(),
+            write_us: cfg.write_us.clone(),
+            units: vec![0; units(cfg.parallelism)],
+            occupancy: units(cfg.parallelism) as f64 / cfg.parallelism.clamp(1.0, 65_536.0),
+            link_free: 0,
+            read_ps_per_byte: ps(cfg.max_read_mb_s),
+            write_ps_per_byte: ps(cfg.max_write_mb_s),
+            seq: 0,
+            done: BinaryHeap::new(),
+        }
+    }
+}
+
+impl Device for Measured {
+    fn info(&self) -> DeviceInfo {
+        self.info.clone()
+    }
+
+    fn submit(&mut self, rq: DevRequest, now: Time) {
+        let (_, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
+        let bytes = len * 512;
+        let kib = bytes as f64 / 1024.0;
+        let (table, ps) = match rq.dir {
+            Direction::Read => (&self.read_us, self.read_ps_per_byte),
+            Direction::Write => (&self.write_us, self.write_ps_per_byte),
+        };
+        let service = f64_ns(table_us(table, kib), 1e3).max(1);
+        // The unit that frees first (lowest index on ties: deterministic).
+        let (i, free) = self
+            .units
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(i, t)| (t, i))
+            .unwrap_or((0, 0));
+        let start = free.max(now);
+        let transfer = (bytes as f64 * ps / 1000.0).round() as Time;
+        let link_end = self.link_free.max(start) + transfer;
+        self.link_free = link_end;
+        let done = (start + service).max(link_end);
+        if let Some(u) = self.units.get_mut(i) {
+            *u = start + (service as f64 * self.occupancy).round() as Time;
+        }
+        self.seq += 1;
+        self.done.push(Reverse((done, self.seq, rq.tag)));
+    }
+
+    fn next_completion(&self) -> Option<Time> {
+        self.done.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        match self.done.peek() {
+            Some(Reverse((t, _, _))) if *t <= now => self.done.pop().map(|Reverse((_, _, tag))| tag),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::testutil::{closed_loop, Lcg};
+
+    pub(crate) fn example() -> MeasuredConfig {
+        MeasuredConfig {
+            name: "measured".into(),
+            capacity_sectors: 1 << 24,
+            rotational: true,
+            queue_depth: 32,
+            nr_requests: 64,
+            max_sectors: 2048,
+            parallelism: 4.0,
+            read_us: vec![[4.0, 50.0], [64.0, 100.0], [1024.0, 500.0]],
+            write_us: vec![[4.0, 60.0], [1024.0, 800.0]],
+            max_read_mb_s: 3000.0,
+            max_write_mb_s: 1500.0,
+        }
+    }
+
+    #[test]
+    fn tables_interpolate_and_extrapolate() {
+        let t = [[4.0, 50.0], [64.0, 100.0], [1024.0, 500.0]];
+        assert_eq!(table_us(&t, 4.0), 50.0);
+        assert!((table_us(&t, 34.0) - 75.0).abs() < 1e-9);
+        assert!((table_us(&t, 2048.0) - (500.0 + 400.0 / 960.0 * 1024.0)).abs() < 1e-6);
+        assert_eq!(table_us(&t, 1.0), 50.0, "never below the smallest row");
+        assert_eq!(table_us(&[[4.0, 7.0]], 100.0), 7.0);
+    }
+
+    #[test]
+    fn depth_one_follows_the_table_and_depth_saturates_at_the_parallelism() {
+        let c = example();
+        let cap = c.capacity_sectors;
+        let mut d = Measured::new(&c);
+        let mut rng = Lcg::new(1);
+        let q1 = closed_loop(&mut d, 1, 5_000, |_| (Direction::Read, rng.below(cap / 8) * 8, 8));
+        assert!(
+            (q1.iops - 1e6 / 50.0).abs() / (1e6 / 50.0) < 0.01,
+            "QD1 {} IOPS",
+            q1.iops
+        );
+        let mut d = Measured::new(&c);
+        let q32 = closed_loop(&mut d, 32, 20_000, |_| (Direction::Read, rng.below(cap / 8) * 8, 8));
+        assert!(
+            (q32.iops - 4e6 / 50.0).abs() / (4e6 / 50.0) < 0.01,
+            "QD32 {} IOPS",
+            q32.iops
+        );
+        // A fractional parallelism: 2.5 x the QD1 rate at depth, QD1 unchanged.
+        let frac = MeasuredConfig {
+            parallelism: 2.5,
+            ..c.clone()
+        };
+        let mut d = Measured::new(&frac);
+        let q32 = closed_loop(&mut d, 32, 20_000, |_| (Direction::Read, rng.below(cap / 8) * 8, 8));
+        assert!(
+            (q32.iops - 2.5e6 / 50.0).abs() / (2.5e6 / 50.0) < 0.01,
+            "QD32 {} IOPS",
+            q32.iops
+        );
+        let mut d = Measured::new(&frac);
+        let q1 = closed_loop(&mut d, 1, 5_000, |_| (Direction::Read, rng.below(cap / 8) * 8, 8));
+        assert!(
+            (q1.iops - 1e6 / 50.0).abs() / (1e6 / 50.0) < 0.01,
+            "QD1 {} IOPS",
+            q1.iops
+        );
+        // 1 MiB at depth: four units would give 4 x 2.1 GB/s, the link caps it at 3000 MB/s.
+        let mut d = Measured::new(&c);
+        let mut next = 0u64;
+        let big = closed_loop(&mut d, 8, 2_000, |_| {
+            next += 2048;
+            (Direction::Read, next % cap, 2048)
+        });
+        let mbps = big.iops * 1048576.0 / 1e6;
+        assert!((mbps - 3000.0).abs() / 3000.0 < 0.02, "{mbps} MB/s");
+    }
+
+    #[test]
+    fn toml_round_trip_and_field_errors() {
+        let c = crate::device::DeviceConfig::Measured(example());
+        let text = c.to_toml_string();
+        assert!(text.contains("model = \"measured\""), "{text}");
+        assert_eq!(crate::device::DeviceConfig::from_toml_str(&text).expect("parses"), c);
+        let bad = text.replace("parallelism = 4.0", "parallelism = 0.5");
+        let e = crate::device::DeviceConfig::from_toml_str(&bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("parallelism"), "{e}");
+        let bad = text.replace("[64.0, 100.0]", "[2.0, 100.0]");
+        let e = crate::device::DeviceConfig::from_toml_str(&bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("read_us") && e.contains("ascending"), "{e}");
+    }
+}
