@@ -49,12 +49,18 @@ impl Bfq {
         let cur = self.flows.get(&flow.0).and_then(|c| c.sync_q);
         let fast = cur.filter(|&c| rq.sync && self.is_live(c) && !self.q(c).merge.split_coop);
         let q = if let Some(cur) = fast {
-            self.maybe_merge_on_insert(flow, cur, &rq, now)
+            match self.stable_merge_on_insert(flow, cur, now) {
+                Some(t) => t,
+                None => self.maybe_merge_on_insert(flow, cur, &rq, now),
+            }
         } else if rq.sync {
             self.ensure_flow(flow);
             self.maybe_split(flow, now);
             let q = self.sync_queue(flow, now);
-            self.maybe_merge_on_insert(flow, q, &rq, now)
+            match self.stable_merge_on_insert(flow, q, now) {
+                Some(t) => t,
+                None => self.maybe_merge_on_insert(flow, q, &rq, now),
+            }
         } else {
             self.ensure_flow(flow);
             self.async_queue(flow, now)

@@ -66,6 +66,8 @@ pub struct Rules {
     pub v7_async: bool,
     /// Large-burst detection (newest; v7r2 has none).
     pub burst_detection: bool,
+    /// Stable merging of sync queues created close together (newest, since 5.13; v7r2 has none).
+    pub stable_merge: bool,
     /// Injection while the in-service queue is plugged (newest; v7r2 has none).
     pub injection: bool,
     /// The asymmetric-scenario logic (weights tree, idling needed for guarantees; newest; v7r2 has none).
@@ -106,6 +108,7 @@ impl Rules {
         v7_budget_feedback: false,
         v7_async: false,
         burst_detection: true,
+        stable_merge: true,
         injection: true,
         asymmetry: true,
         v7_weight_raising: false,
@@ -129,6 +132,7 @@ impl Rules {
         v7_budget_feedback: true,
         v7_async: true,
         burst_detection: false,
+        stable_merge: false,
         injection: false,
         asymmetry: false,
         v7_weight_raising: true,

@@ -106,6 +106,11 @@ pub(crate) struct FlowCtx {
     pub(crate) sync_q: Option<QueueId>,
     /// State saved when the flow's queue was merged, restored on split.
     pub(crate) saved: Option<queue_merge::Saved>,
+    /// A delayed stable merge scheduled at the creation of the flow's sync queue: the queue to merge into
+    /// (`stable_merge_bfqq`).
+    pub(crate) stable_merge: Option<QueueId>,
+    /// The flow's queue was stably merged: a shared queue found seeky is not split for it (`stably_merged`).
+    pub(crate) stably_merged: bool,
 }
 
 /// Per-group state (the kernel's `bfq_group`).
@@ -120,6 +125,8 @@ pub(crate) struct Group {
     /// Busy sync queues by the sector of their next request (sectors), for early queue merging (the kernel's
     /// `pos_tree`).
     pub(crate) pos: BTreeSet<(u64, QueueId)>,
+    /// The group's most recently created sync queue that started a stable-merge window (`last_bfqq_created`).
+    pub(crate) last_created: Option<QueueId>,
 }
 
 /// One BFQ queue (the kernel's `bfq_queue`).
@@ -353,6 +360,7 @@ impl Bfq {
             async_q: [None; ASYNC_QUEUES],
             pending: 0,
             pos: BTreeSet::new(),
+            last_created: None,
         });
         b.group_index.insert(0, 0);
         b
@@ -422,6 +430,8 @@ impl Scheduler for Bfq {
                         info,
                         sync_q: None,
                         saved: None,
+                        stable_merge: None,
+                        stably_merged: false,
                     },
                 );
             }

@@ -2,7 +2,8 @@
 //! nearby sectors (cooperating threads, a parallel reader) are redirected to one shared queue, which then looks
 //! sequential; a shared queue that turns out seeky is split again at each process's next request.
 
-use super::idling::{is_seeky, ThinkTime};
+use super::burst::BURST_INTERVAL;
+use super::idling::{boosts_throughput, is_seeky, ThinkTime};
 use super::ids::QueueId;
 use super::weight_raising::WrState;
 use super::Bfq;
@@ -15,6 +16,15 @@ pub const CLOSE_THR: u64 = 8192;
 /// A queue may be merged only within this time (ns) of its first dispatch in the current backlogged period:
 /// 100 ms, after which its pattern is established and a merge would only disturb it.
 pub const MERGE_TIME_LIMIT: Time = 100 * MS;
+
+/// A sync queue created within this time (ns) of its group's last created one may be stably merged with it:
+/// 600 ms (`bfq_activation_stable_merging`). Queues of processes started together (the threads of one program, a
+/// set of jobs) usually serve one task.
+pub const STABLE_MERGE_WINDOW: Time = 600 * MS;
+
+/// A scheduled (delayed) stable merge is decided no earlier than this (ns) after the queue's creation and its
+/// last split: 600 ms (`bfq_late_stable_merging`), so that the queue has shown whether idling for it pays.
+pub const LATE_STABLE_MERGE: Time = 600 * MS;
 
 /// Per-queue merge state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,6 +39,8 @@ pub struct QueueMerge {
     pub split_time: Option<Time>,
     /// The flow that created the queue.
     pub owner: u32,
+    /// When the queue was created (ns; `creation_time`, for stable merging).
+    pub created_at: Time,
 }
 
 /// A flow's queue state, saved at a merge and restored at a split.
@@ -145,6 +157,10 @@ impl Bfq {
     /// with the state saved at the merge.
     pub(crate) fn maybe_split(&mut self, flow: FlowId, now: Time) {
         let Some(ctx) = self.flows.get(&flow.0) else { return };
+        // A stably merged flow stays in its shared queue, seeky or not.
+        if ctx.stably_merged {
+            return;
+        }
         let saved = ctx.saved;
         let Some(q) = ctx.sync_q.filter(|&q| self.is_live(q) && self.q(q).merge.split_coop) else {
             return;
@@ -185,6 +201,94 @@ impl Bfq {
         if let Some(c) = self.flows.get_mut(&flow.0) {
             c.sync_q = Some(nq);
             c.saved = None;
+        }
+    }
+
+    /// At the creation of `flow`'s new sync queue `q` (not by a split), the newest kernels' stable merging
+    /// (`bfq_do_or_sched_stable_merge`): if the group's last created sync queue is less than 600 ms older, of the
+    /// same class and priority, and `q` came within the burst interval (180 ms) of it, then on a non-rotational
+    /// queueing device `q` is merged into it at once (an early stable merge: idling cannot pay there), and
+    /// otherwise a merge into it is scheduled, to be decided 600 ms later. A queue that comes later, or differs,
+    /// starts a new window. Returns the flow's queue.
+    pub(crate) fn stable_merge_on_create(&mut self, flow: FlowId, q: QueueId, now: Time) -> QueueId {
+        if !self.rules.stable_merge {
+            return q;
+        }
+        let g = self.q(q).group as usize;
+        let last = self
+            .groups
+            .get(g)
+            .and_then(|gr| gr.last_created)
+            .filter(|&l| l != q && self.is_live(l));
+        let Some(l) = last else {
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.last_created = Some(q);
+            }
+            return q;
+        };
+        let (ql, qq) = (self.q(l), self.q(q));
+        let new_window = ql.merge.created_at.saturating_add(STABLE_MERGE_WINDOW) < qq.merge.created_at
+            || ql.class != qq.class
+            || ql.orig_weight != qq.orig_weight;
+        if new_window {
+            if let Some(gr) = self.groups.get_mut(g) {
+                gr.last_created = Some(q);
+            }
+            return q;
+        }
+        if qq.merge.created_at > ql.merge.created_at.saturating_add(BURST_INTERVAL) || ql.refs == 0 {
+            return q;
+        }
+        if self.hw.nonrot_with_queueing(self.rotational) {
+            self.merge_queues(flow, q, l, now);
+            self.mark_stably_merged(flow, l);
+            return l;
+        }
+        if let Some(c) = self.flows.get_mut(&flow.0) {
+            c.stable_merge = Some(l);
+        }
+        q
+    }
+
+    /// Before a sync insert of `flow` into its queue `q`: the flow's scheduled stable merge is decided once `q`
+    /// has existed (and not been split) for 600 ms and its first request has been seen. It happens if idling
+    /// does not boost throughput for `q` without issues (else the queue is better served alone) and both queues
+    /// still have processes; either way it is descheduled. Returns the queue to use if a merge happened.
+    pub(crate) fn stable_merge_on_insert(&mut self, flow: FlowId, q: QueueId, now: Time) -> Option<QueueId> {
+        let t = self.flows.get(&flow.0).and_then(|c| c.stable_merge)?;
+        let qq = self.q(q);
+        let too_early = qq.just_created
+            || now <= qq.merge.created_at.saturating_add(LATE_STABLE_MERGE)
+            || qq
+                .merge
+                .split_time
+                .is_some_and(|s| now <= s.saturating_add(LATE_STABLE_MERGE));
+        if too_early {
+            return None;
+        }
+        if let Some(c) = self.flows.get_mut(&flow.0) {
+            c.stable_merge = None;
+        }
+        if t == q || !self.is_live(t) || self.q(t).refs == 0 || self.q(q).refs == 0 {
+            return None;
+        }
+        let f = self.idle_facts(q);
+        if boosts_throughput(&f) && f.wr_busy == 0 {
+            return None;
+        }
+        self.merge_queues(flow, q, t, now);
+        self.mark_stably_merged(flow, t);
+        Some(t)
+    }
+
+    /// Marks `flow` and the owner of the queue `to` it was merged into as stably merged: their shared queue is
+    /// not split when it turns seeky.
+    fn mark_stably_merged(&mut self, flow: FlowId, to: QueueId) {
+        let owner = self.q(to).merge.owner;
+        for f in [flow.0, owner] {
+            if let Some(c) = self.flows.get_mut(&f) {
+                c.stably_merged = true;
+            }
         }
     }
 

@@ -28,6 +28,7 @@ impl Bfq {
             async_q: [None; ASYNC_QUEUES],
             pending: 0,
             pos: BTreeSet::new(),
+            last_created: None,
         });
         self.group_index.insert(g.0, i);
         i
@@ -38,6 +39,8 @@ impl Bfq {
             info: FlowInfo::new(f),
             sync_q: None,
             saved: None,
+            stable_merge: None,
+            stably_merged: false,
         });
     }
 
@@ -104,7 +107,10 @@ impl Bfq {
             pos_key: None,
             wr: weight_raising::WrState::new(now),
             burst: burst::QueueBurst::new(now),
-            merge: QueueMerge::default(),
+            merge: QueueMerge {
+                created_at: now,
+                ..QueueMerge::default()
+            },
             inject: inject::QueueInject::new(now),
         };
         if let Some(slot) = self.queues.get_mut(qi.slot()) {
@@ -155,7 +161,7 @@ impl Bfq {
             c.sync_q = Some(q);
         }
         self.burst_on_new_queue(q, now);
-        q
+        self.stable_merge_on_create(flow, q, now)
     }
 
     /// The live queue `q`; panics if it was freed (a stale id is a bug in the caller).

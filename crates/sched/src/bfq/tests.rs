@@ -1158,3 +1158,75 @@ fn a_raised_newcomer_preempts_the_queue_in_service() {
     assert!(sim.b.stats.preemptions >= 10, "{} preemptions", sim.b.stats.preemptions);
     assert!(longest <= 8 * MS + 1280 * US, "a newcomer waited {longest} ns");
 }
+
+// Stable merging (newest kernels, `bfq_do_or_sched_stable_merge`): sync queues created within the burst interval
+// (180 ms) of the group's last created one, and within 600 ms of it, serve one task (threads or jobs started
+// together). On a non-rotational queueing device they are merged at once, since idling for each cannot pay there;
+// a queue created 700 ms later starts a new window and keeps its own queue. v7r2 has no stable merging.
+#[test]
+fn queues_created_together_on_a_queueing_ssd_are_merged_at_once() {
+    for (era, want_shared) in [(Era::Newest, true), (Era::V7r2, false)] {
+        let procs: Vec<Proc> = [0, 50 * MS, 100 * MS, 800 * MS]
+            .into_iter()
+            .zip(1u32..)
+            .map(|(start, id)| {
+                let mut p = Proc::seq(id, u64::from(id) << 24);
+                p.start = start;
+                p
+            })
+            .collect();
+        let dev = DeviceInfo::ssd();
+        let (name, specs): (&str, &[crate::tunables::TunableSpec]) = match era {
+            Era::Newest => ("bfq", &TUNABLES),
+            Era::V7r2 => ("bfq-v7r2", &V7R2_TUNABLES),
+        };
+        let v = TunableValues::parse(name, specs, &dev, &[] as &[&str]).unwrap();
+        let b = Bfq::with_era(&dev, Params::from_values(&v), era);
+        let mut sim = Sim::new(b, TestDev::ssd(), 32, procs);
+        sim.run_until(SEC);
+        let q: Vec<_> = (1..=4).map(|f| sim.queue_of(f).expect("issued")).collect();
+        let shared = q[0] == q[1] && q[1] == q[2];
+        assert_eq!(shared, want_shared, "{era:?}: queues {q:?}");
+        assert_ne!(q[3], q[0], "{era:?}: a queue created 700 ms later is not merged");
+    }
+}
+
+// On an HDD the merge is only scheduled, and decided 600 ms after the queue's creation: it happens unless idling
+// boosts throughput for the queue without issues (`idling_boosts_thr_without_issues`: idling pays, and no raised
+// queue is busy). Three random readers on a command-queueing disk (idling does not pay for seeky queues when the
+// drive reorders) end up in one queue; three sequential readers on a disk without command queueing (idling is what
+// makes them stream) keep their own queues, unless they are weight-raised, as new queues are with low_latency on:
+// then the kernel merges them too.
+#[test]
+fn a_scheduled_stable_merge_happens_only_where_idling_does_not_pay() {
+    for (random, dev, low_latency, want_shared) in [
+        (true, DeviceInfo::hdd(), "low_latency=0", true),
+        (false, hdd1(), "low_latency=0", false),
+        (false, hdd1(), "low_latency=1", true),
+    ] {
+        let procs: Vec<Proc> = (1u32..=3)
+            .map(|id| {
+                let mut p = if random {
+                    Proc::random(id)
+                } else {
+                    Proc::seq(id, u64::from(id) << 26)
+                };
+                p.start = Time::from(id - 1) * 50 * MS;
+                p.depth = 4;
+                p
+            })
+            .collect();
+        let tags = dev.queue_depth.max(1);
+        let mut sim = Sim::new(bfq(&dev, &[low_latency]), TestDev::hdd(), tags, procs);
+        sim.run_until(500 * MS);
+        let early: Vec<_> = (1..=3).map(|f| sim.queue_of(f).expect("issued")).collect();
+        assert!(
+            early[0] != early[1] && early[1] != early[2],
+            "not merged before 600 ms: {early:?}"
+        );
+        sim.run_until(2 * SEC);
+        let q: Vec<_> = (1..=3).map(|f| sim.queue_of(f).expect("issued")).collect();
+        let shared = q[0] == q[1] && q[1] == q[2];
+        assert_eq!(shared, want_shared, "random {random}, {low_latency}: queues {q:?}");
+    }
+}
