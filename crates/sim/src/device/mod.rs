@@ -51,9 +51,9 @@ pub mod ssd;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError};
+pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError, HGST_AGING_LIMIT_MS};
 pub use flash::{Flash, FlashConfig};
-pub use hdd::{Hdd, HddConfig, SeekCurve};
+pub use hdd::{DecisionPoint, Hdd, HddConfig, SeekCurve};
 pub use nvme::{Nvme, NvmeConfig};
 pub use raid1::{Raid1, Raid1Config};
 pub use ssd::{SataSsd, SsdConfig};
