@@ -23,10 +23,12 @@
 //!   pieces of at most 512 KiB, nearest first) only when no host command is queued and the drive has had no host
 //!   command for [`DESTAGE_IDLE_NS`] (or the cache is half full). When the cache is full, writes are queued as media
 //!   writes like reads (write-through). With `write_cache_kib = 0` every write is a media write.
-//! - **Queueing.** Up to `queue_depth` commands are queued; when the head is free the drive serves the queued command
-//!   with the shortest positioning time (seek + rotational wait; cache hits count as zero), except that a command
-//!   older than `ncq_age_limit_ms` is served first. Service is not preemptive. A command arriving at an idle drive
-//!   pays `command_overhead_us`; queued commands' overhead overlaps the previous command.
+//! - **Queueing.** Up to `queue_depth` commands are queued. The drive serves the queued command with the shortest
+//!   positioning time (seek + rotational wait; cache hits count as zero), except that the oldest command, once older
+//!   than `ncq_age_limit_ms`, is served first. It makes that choice at its [`DecisionPoint`]: when the current
+//!   command starts its media transfer (among the commands queued then) or when it completes. Service is not
+//!   preemptive. A command arriving at an idle drive pays `command_overhead_us`; queued commands' overhead overlaps
+//!   the previous command.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
