@@ -24,9 +24,14 @@ pub const FAIRNESS_DURATION: Time = 30 * SEC;
 fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simulation, String), ScenarioError> {
     let cfg = bfq_sim::device::resolve(device)?;
     let dev = cfg.build();
-    let policy = bfq_sched::build(&exp.scheduler, &dev.info(), &exp.tunables)?;
+    let info = dev.info();
+    let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = HostConfig {
         time_policy,
+        wbt_target: exp
+            .settings
+            .era
+            .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info),
         ..HostConfig::default()
     };
     Ok((

@@ -159,6 +159,10 @@ fn run_sim(exp: &Experiment, work: &ReplayWork, device: &str) -> Result<ReplayOu
     let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = bfq_sim::HostConfig {
         time_policy: exp.settings.time_policy,
+        wbt_target: exp
+            .settings
+            .era
+            .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info),
         ..bfq_sim::HostConfig::default()
     };
     let mut sim = bfq_sim::Simulation::new(dev, policy, host, exp.settings.seed);

@@ -275,6 +275,7 @@ impl SuiteRequest {
                 time_policy: self.cpu_time,
                 real,
                 warmup: warmup.unwrap_or(STARTUP_WARMUP),
+                wbt_lat_us: None,
             },
         })
     }

@@ -50,7 +50,10 @@ fn noop_on_seagate_hdd_is_physically_sensible() {
     // 4 KiB / ~1 ms.
     let window_mb = 131_072.0 / 1e6;
     let worst_seq = window_mb / (window_mb / outer_mbps + 0.0085 + 0.00833);
-    assert!(seq > worst_seq && seq <= outer_mbps * 1.01, "10r-seq {seq} MB/s (worst case {worst_seq})");
+    assert!(
+        seq > worst_seq && seq <= outer_mbps * 1.01,
+        "10r-seq {seq} MB/s (worst case {worst_seq})"
+    );
     assert!(rand > 0.1 && rand < 4.096, "10r-rand {rand} MB/s");
     assert!(seq >= 10.0 * rand, "10r-seq {seq} MB/s vs 10r-rand {rand} MB/s");
     assert!(info.rotational);
