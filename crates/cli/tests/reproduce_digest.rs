@@ -130,7 +130,8 @@ const CHECKLIST: &[Pinned] = &[
     Pinned {
         key: "iozone with 1 thread on plextor-ssd",
         after: "% of each other",
-        seed: (true, 4.4),
+        // 4.4 before writeback throttling (issue 14) slowed noop's, mq-deadline's and kyber's iozone writes.
+        seed: (true, 4.2),
         newest: None,
         thresholds: &[9.6],
     },
