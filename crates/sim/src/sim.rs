@@ -2,7 +2,7 @@
 //! virtual time. Integer nanoseconds; every tie is broken by a sequence number, so a run is a pure function of its
 //! inputs.
 
-use crate::device::{DevRequest, Device};
+use crate::device::Device;
 use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, Wbt, WbtConfig, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
@@ -213,6 +213,8 @@ impl Simulation {
         let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
+        let mut device = device;
+        device.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
         let mut sim = Simulation {
             now: 0,
@@ -512,6 +514,7 @@ impl Simulation {
                     info = info.with_weight(w);
                 }
                 self.timed(|d, now| d.flow_started(&info, now));
+                self.device.flow_started(&info, self.now);
                 self.deliver(pid, Event::Start);
             }
             Ev::Wake(pid, gen) => {
@@ -580,6 +583,7 @@ impl Simulation {
             p.wake_gen += 1;
             let flow = p.flow;
             self.timed(|d, now| d.flow_exited(flow, now));
+            self.device.flow_exited(flow, now);
             self.tags.forget(flow);
         }
         self.pump();
@@ -971,12 +975,6 @@ impl Simulation {
         self.timed(|d, now| d.pump(now, &mut out));
         for rq in out.drain(..) {
             self.metrics.device_requests += 1;
-            let dev = DevRequest {
-                tag: 0,
-                dir: rq.dir,
-                sector: rq.sector,
-                sectors: rq.sectors,
-            };
             let (id, read) = (rq.id.0, rq.dir == Direction::Read);
             let tag = self.on_device.insert(rq);
             let slot = tag.index() as usize;
@@ -989,13 +987,9 @@ impl Simulation {
                     w.read_dispatched(id, self.now);
                 }
             }
-            self.device.submit(
-                DevRequest {
-                    tag: u64::from(tag.index()),
-                    ..dev
-                },
-                self.now,
-            );
+            if let Some(r) = self.on_device.get(tag) {
+                self.device.submit_request(u64::from(tag.index()), r, self.now);
+            }
         }
         self.dispatched = out;
     }

@@ -79,6 +79,32 @@ impl Era {
     }
 }
 
+/// The simulated device of `exp`, the policy the host runs above it and the host's writeback-throttling target: for
+/// md RAID1 the chosen policy runs on each member disk inside the device and the host runs a pass-through noop
+/// without wbt (md is bio-based; the members' own wbt is not modelled); otherwise the host runs the chosen policy.
+pub(crate) fn sim_stack(exp: &Experiment, cfg: &bfq_sim::device::DeviceConfig) -> Result<SimStack, ScenarioError> {
+    let (dev, host) = cfg.build_stack(&exp.scheduler, &exp.tunables)?;
+    let info = dev.info();
+    Ok(match host {
+        Some(name) => (dev, bfq_sched::build::<&str>(name, &info, &[])?, None),
+        None => {
+            let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
+            let wbt = exp
+                .settings
+                .era
+                .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info);
+            (dev, policy, wbt)
+        }
+    })
+}
+
+/// A simulated device, the host's policy above it and the host's writeback-throttling target (ns).
+pub(crate) type SimStack = (
+    Box<dyn bfq_sim::device::Device>,
+    Box<dyn bfq_sched::Scheduler>,
+    Option<bfq_sched::Time>,
+);
+
 /// Errors setting up or running an experiment. Bad user input keeps a one-line message saying what to use
 /// instead; failures of the device model, the simulator or a real device keep their own error.
 ///
@@ -259,15 +285,11 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
         )));
     };
     let dev_cfg = bfq_sim::device::resolve(device)?;
-    let dev = dev_cfg.build();
+    let (dev, policy, wbt_target) = sim_stack(exp, &dev_cfg)?;
     let info = dev.info();
-    let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = HostConfig {
         time_policy: exp.settings.time_policy,
-        wbt_target: exp
-            .settings
-            .era
-            .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info),
+        wbt_target,
         ..HostConfig::default()
     };
     let mut sim = Simulation::new(dev, policy, host, exp.settings.seed);

@@ -187,6 +187,21 @@ impl DeviceConfig {
             DeviceConfig::Nvme(c) => Box::new(Nvme::new(c)),
         }
     }
+
+    /// The device as the host sees it with `scheduler` chosen, and the scheduler the host runs instead of it, if
+    /// any: for `raid1`, md over two members that each run their own `scheduler` with `tunables` ([`super::Md1`]),
+    /// under a pass-through `noop` (md has no scheduler); for every other model, [`DeviceConfig::build`] and
+    /// `None` (the host runs `scheduler`).
+    pub fn build_stack<S: AsRef<str>>(
+        &self,
+        scheduler: &str,
+        tunables: &[S],
+    ) -> Result<(Box<dyn Device>, Option<&'static str>), bfq_sched::ConfigError> {
+        match self {
+            DeviceConfig::Raid1(c) => Ok((Box::new(super::Md1::new(c, scheduler, tunables)?), Some("noop"))),
+            _ => Ok((self.build(), None)),
+        }
+    }
 }
 
 /// The `model` tags a TOML description may give.
