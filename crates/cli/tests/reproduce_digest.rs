@@ -58,28 +58,30 @@ struct Pinned {
 
 /// `bfq reproduce --quick`, seed 1: 8 of its 10 lines pass with the seed's era (bfq-v7r2). What fails, and why, is
 /// in README.md and docs/SCHEDULERS.md ("BFQ in two eras"): v7r2's SSD throughput (its NCQ detection in the model)
-/// and, with the newest bfq only, xterm under 5r5w-seq (1.51x, injection) and 10r-rand on the HDD (100 %: the
-/// newest does not idle for seeky queues, which is the point of the change).
+/// and, with the newest bfq only, 10r-rand on the HDD (100 %: the newest does not idle for seeky queues, which is
+/// the point of the change). The newest bfq's xterm under 5r5w-seq on the HDD passed to 1.30x (from 1.51x) when the
+/// HDD model began fixing its next command at transfer start (issue 14; docs/DEVICES.md): the same run with the
+/// decision at completion gives 1.51x again, and the aging limit (0.5 or 2.4 s) does not move it.
 const CHECKLIST: &[Pinned] = &[
     Pinned {
         key: "xterm start-up under 10r-seq, seagate-hdd:",
         after: "x faster than cfq",
         seed: (true, 18.5),
-        newest: Some((true, 17.6)),
+        newest: Some((true, 18.2)),
         thresholds: &[5.0],
     },
     Pinned {
         key: "xterm start-up under 5r5w-seq, seagate-hdd:",
         after: "x faster than cfq",
-        seed: (true, 21.2),
-        newest: Some((true, 15.7)),
+        seed: (true, 14.8),
+        newest: Some((true, 12.6)),
         thresholds: &[5.0],
     },
     Pinned {
         key: "on seagate-hdd stays within 1.5x of idle",
         after: "x under",
         seed: (true, 1.11),
-        newest: Some((false, 1.51)),
+        newest: Some((true, 1.30)),
         thresholds: &[1.5],
     },
     Pinned {
@@ -94,7 +96,7 @@ const CHECKLIST: &[Pinned] = &[
         key: "10r-seq throughput on seagate-hdd:",
         after: " MB/s >=",
         seed: (true, 134.9),
-        newest: Some((true, 133.9)),
+        newest: Some((true, 133.8)),
         thresholds: &[122.5],
     },
     Pinned {
@@ -128,7 +130,8 @@ const CHECKLIST: &[Pinned] = &[
     Pinned {
         key: "iozone with 1 thread on plextor-ssd",
         after: "% of each other",
-        seed: (true, 4.4),
+        // 4.4 before writeback throttling (issue 14) slowed noop's, mq-deadline's and kyber's iozone writes.
+        seed: (true, 4.2),
         newest: None,
         thresholds: &[9.6],
     },

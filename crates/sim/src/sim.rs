@@ -2,9 +2,9 @@
 //! virtual time. Integer nanoseconds; every tie is broken by a sequence number, so a run is a pure function of its
 //! inputs.
 
-use crate::device::{DevRequest, Device};
+use crate::device::Device;
 use crate::event::EventQueue;
-use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, PAGE_BYTES, PAGE_SECTORS};
+use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, Wbt, WbtConfig, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
 use bfq_sched::slab::{Slab, SlabKey};
@@ -38,6 +38,9 @@ pub struct HostConfig {
     pub copy_ns_per_kib: Time,
     /// Measure the wall-clock time spent inside the policy (non-deterministic; off for byte-identical output).
     pub time_policy: bool,
+    /// Writeback throttling (blk-wbt) with this read latency target (`wbt_lat_usec`), ns; `None`: no throttling
+    /// (the 3.13 block layer, or BFQ, which disables it). See [`crate::host::wbt`].
+    pub wbt_target: Option<Time>,
 }
 
 impl Default for HostConfig {
@@ -52,6 +55,7 @@ impl Default for HostConfig {
             syscall_ns: 2_000,
             copy_ns_per_kib: 250,
             time_policy: true,
+            wbt_target: None,
         }
     }
 }
@@ -77,6 +81,8 @@ enum Ev {
     Deliver(Pid, u64, Result<u64, IoError>),
     FlusherWake,
     DropCaches,
+    /// The writeback throttle's statistics window ends.
+    WbtWindow,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +192,10 @@ pub struct Simulation {
     ra: HashMap<(Pid, u32), RaState>,
     flusher: Flusher,
     throttled: Vec<OpKey>,
+    /// Writeback throttling, if enabled ([`HostConfig::wbt_target`]).
+    wbt: Option<Wbt>,
+    /// When the request on each device tag was dispatched, ns (indexed by tag).
+    dispatched_at: Vec<Time>,
     metrics: Metrics,
     actions: Actions,
     dispatched: Vec<Request>,
@@ -197,11 +207,14 @@ impl Simulation {
     /// A simulation of `device` scheduled by `policy`.
     pub fn new(device: Box<dyn Device>, policy: Box<dyn Scheduler>, host: HostConfig, seed: u64) -> Self {
         let info = device.info();
+        let queue_depth = info.queue_depth;
         // Legacy elevators allocate requests by 3.13's rules (two pools of 128, batching, congestion); blk-mq
         // policies from the device's tag set.
         let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
+        let mut device = device;
+        device.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
         let mut sim = Simulation {
             now: 0,
@@ -224,6 +237,10 @@ impl Simulation {
             ra: HashMap::new(),
             flusher: Flusher::default(),
             throttled: Vec::new(),
+            wbt: host
+                .wbt_target
+                .map(|min_lat| Wbt::new(WbtConfig { min_lat, queue_depth })),
+            dispatched_at: Vec::new(),
             metrics: Metrics::default(),
             actions: Actions::default(),
             dispatched: Vec::new(),
@@ -497,6 +514,7 @@ impl Simulation {
                     info = info.with_weight(w);
                 }
                 self.timed(|d, now| d.flow_started(&info, now));
+                self.device.flow_started(&info, self.now);
                 self.deliver(pid, Event::Start);
             }
             Ev::Wake(pid, gen) => {
@@ -513,7 +531,28 @@ impl Simulation {
                 self.events.push(next, Ev::FlusherWake);
             }
             Ev::DropCaches => self.cache.drop_clean(),
+            Ev::WbtWindow => {
+                let inflight = self.flusher.outstanding;
+                let waiting = !self.throttled.is_empty();
+                let Some(w) = self.wbt.as_mut() else { return };
+                if waiting {
+                    // balance_dirty_pages pauses a throttled writer in short sleeps, each stamping the time.
+                    w.dirty_throttled(self.now);
+                }
+                let (next, _) = w.window_expired(self.now, inflight);
+                if let Some(t) = next {
+                    self.events.push(t, Ev::WbtWindow);
+                }
+                // Scaling up wakes a blocked flusher.
+                self.flush();
+                self.pump();
+            }
         }
+    }
+
+    /// The writeback throttle, if enabled (for inspection).
+    pub fn wbt(&self) -> Option<&Wbt> {
+        self.wbt.as_ref()
     }
 
     fn deliver(&mut self, pid: Pid, event: Event) {
@@ -544,6 +583,7 @@ impl Simulation {
             p.wake_gen += 1;
             let flow = p.flow;
             self.timed(|d, now| d.flow_exited(flow, now));
+            self.device.flow_exited(flow, now);
             self.tags.forget(flow);
         }
         self.pump();
@@ -669,6 +709,9 @@ impl Simulation {
                         copy: true,
                     });
                     self.throttled.push(opid);
+                    if let Some(w) = self.wbt.as_mut() {
+                        w.dirty_throttled(self.now);
+                    }
                 } else {
                     self.complete_op_later(pid, tag, Ok(len), len);
                 }
@@ -932,20 +975,21 @@ impl Simulation {
         self.timed(|d, now| d.pump(now, &mut out));
         for rq in out.drain(..) {
             self.metrics.device_requests += 1;
-            let dev = DevRequest {
-                tag: 0,
-                dir: rq.dir,
-                sector: rq.sector,
-                sectors: rq.sectors,
-            };
+            let (id, read) = (rq.id.0, rq.dir == Direction::Read);
             let tag = self.on_device.insert(rq);
-            self.device.submit(
-                DevRequest {
-                    tag: u64::from(tag.index()),
-                    ..dev
-                },
-                self.now,
-            );
+            let slot = tag.index() as usize;
+            if self.dispatched_at.len() <= slot {
+                self.dispatched_at.resize(slot + 1, 0);
+            }
+            self.dispatched_at[slot] = self.now;
+            if read {
+                if let Some(w) = self.wbt.as_mut() {
+                    w.read_dispatched(id, self.now);
+                }
+            }
+            if let Some(r) = self.on_device.get(tag) {
+                self.device.submit_request(u64::from(tag.index()), r, self.now);
+            }
         }
         self.dispatched = out;
     }
@@ -957,6 +1001,19 @@ impl Simulation {
         let Some(rq) = self.on_device.remove(key) else {
             return;
         };
+        if let Some(w) = self.wbt.as_mut() {
+            let at = self
+                .dispatched_at
+                .get(key.index() as usize)
+                .copied()
+                .unwrap_or(self.now);
+            w.completed(
+                rq.id.0,
+                rq.dir == Direction::Read,
+                self.now.saturating_sub(at),
+                self.now,
+            );
+        }
         self.timed(|d, now| d.complete(&rq, now));
         for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
             self.block_done(id);
@@ -990,6 +1047,9 @@ impl Simulation {
                 self.cache.finish_write(r.file, r.page, r.pages);
                 if r.flow == FLUSHER_FLOW && !r.sync {
                     dec(&mut self.flusher.outstanding, "flusher outstanding");
+                    if let Some(w) = self.wbt.as_mut() {
+                        w.write_done(self.flusher.outstanding);
+                    }
                 }
                 self.release_throttled();
             }
@@ -1065,6 +1125,9 @@ impl Simulation {
                 self.writing.insert((file, page), id);
                 if flow == FLUSHER_FLOW && !sync {
                     self.flusher.outstanding += 1;
+                    if let Some(end) = self.wbt.as_mut().and_then(|w| w.write_issued(self.now)) {
+                        self.events.push(end, Ev::WbtWindow);
+                    }
                 }
                 self.submit(id);
             }
@@ -1099,9 +1162,20 @@ impl Simulation {
         }
         let max_req_pages = u64::from(self.info.max_sectors) / PAGE_SECTORS;
         let mut idle_files = 0;
+        let now = self.now;
+        if !self.throttled.is_empty() {
+            if let Some(w) = self.wbt.as_mut() {
+                // balance_dirty_pages pauses a throttled writer in short sleeps, each stamping the time.
+                w.dirty_throttled(now);
+            }
+        }
         while self.flusher.outstanding < limit
             && idle_files < nfiles
             && (!legacy || self.tag_wait[TagClass::Async.index()].is_empty())
+            && self
+                .wbt
+                .as_mut()
+                .is_none_or(|w| w.may_issue(now, self.flusher.outstanding))
         {
             let background = self.cache.dirty_pages() > self.dirty_background_pages();
             let f = self.flusher.cursor_file % nfiles;

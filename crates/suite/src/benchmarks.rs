@@ -23,10 +23,10 @@ pub const FAIRNESS_DURATION: Time = 30 * SEC;
 /// The simulation of `exp` on `device` and the device's name.
 fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simulation, String), ScenarioError> {
     let cfg = bfq_sim::device::resolve(device)?;
-    let dev = cfg.build();
-    let policy = bfq_sched::build(&exp.scheduler, &dev.info(), &exp.tunables)?;
+    let (dev, policy, wbt_target) = crate::scenario::sim_stack(exp, &cfg)?;
     let host = HostConfig {
         time_policy,
+        wbt_target,
         ..HostConfig::default()
     };
     Ok((

@@ -151,10 +151,14 @@ pub struct Settings {
     pub app_latency: bool,
     /// Options of the real targets (the simulator ignores them).
     pub real: RealOptions,
+    /// Simulator: the queue's writeback-throttling latency target (`wbt_lat_usec`), µs, 0 to switch it off;
+    /// `None` for what the era's kernel gives the scheduler ([`crate::Era::wbt_target`]).
+    pub wbt_lat_us: Option<u64>,
 }
 
 impl Default for Settings {
-    /// The current era, the benchmark's default duration, the 15 s warm-up, seed 1, no CPU timing.
+    /// The current era, the benchmark's default duration, the 15 s warm-up, seed 1, no CPU timing, the era's
+    /// writeback throttling.
     fn default() -> Self {
         Settings {
             era: Era::Current,
@@ -164,6 +168,7 @@ impl Default for Settings {
             time_policy: false,
             app_latency: false,
             real: RealOptions::default(),
+            wbt_lat_us: None,
         }
     }
 }

@@ -143,7 +143,7 @@ fn plan_for(work: &ReplayWork, area: u64) -> Result<ReplayPlan, ScenarioError> {
 
 fn run_sim(exp: &Experiment, work: &ReplayWork, device: &str) -> Result<ReplayOutcome, ScenarioError> {
     let dev_cfg = bfq_sim::device::resolve(device)?;
-    let dev = dev_cfg.build();
+    let (dev, policy, wbt_target) = crate::scenario::sim_stack(exp, &dev_cfg)?;
     let info = dev.info();
     let capacity = info.capacity_sectors.saturating_mul(512);
     let area = match work.area_bytes {
@@ -156,9 +156,9 @@ fn run_sim(exp: &Experiment, work: &ReplayWork, device: &str) -> Result<ReplayOu
         None => capacity,
     };
     let plan = plan_for(work, area)?;
-    let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = bfq_sim::HostConfig {
         time_policy: exp.settings.time_policy,
+        wbt_target,
         ..bfq_sim::HostConfig::default()
     };
     let mut sim = bfq_sim::Simulation::new(dev, policy, host, exp.settings.seed);

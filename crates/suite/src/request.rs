@@ -277,6 +277,7 @@ impl SuiteRequest {
                 app_latency: false,
                 real,
                 warmup: warmup.unwrap_or(STARTUP_WARMUP),
+                wbt_lat_us: None,
             },
         })
     }

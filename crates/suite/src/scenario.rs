@@ -44,6 +44,31 @@ impl Era {
             Era::Current => "current",
         }
     }
+    /// The read latency target of writeback throttling (blk-wbt) that a kernel of this era gives `scheduler` on
+    /// `device`, ns, or `None` without it: the current era's kernels enable it on blk-mq devices for none (our
+    /// noop), mq-deadline and kyber, with 75 ms on rotational devices and 2 ms on others; BFQ disables it when
+    /// chosen; the legacy elevators of the paper era (3.13) have none (`../shared/docs/fidelity.md` §4,
+    /// [`bfq_sim::host::wbt`]).
+    pub fn wbt_target(self, scheduler: &str, device: &bfq_sched::DeviceInfo) -> Option<bfq_sched::Time> {
+        let name = bfq_sched::registry::find(scheduler).map(|d| d.name)?;
+        (self == Era::Current && matches!(name, "noop" | "mq-deadline" | "kyber"))
+            .then(|| bfq_sim::host::WbtConfig::default_for(device.rotational, device.queue_depth).min_lat)
+    }
+
+    /// [`Era::wbt_target`] unless `override_us` sets the target (µs; 0: off).
+    pub fn wbt_target_or(
+        self,
+        override_us: Option<u64>,
+        scheduler: &str,
+        device: &bfq_sched::DeviceInfo,
+    ) -> Option<bfq_sched::Time> {
+        match override_us {
+            Some(0) => None,
+            Some(us) => Some(us.saturating_mul(1_000)),
+            None => self.wbt_target(scheduler, device),
+        }
+    }
+
     /// The era's background workload settings, for a run with or without an application.
     pub fn settings(self, with_app: bool) -> WorkloadSettings {
         match (self, with_app) {
@@ -53,6 +78,32 @@ impl Era {
         }
     }
 }
+
+/// The simulated device of `exp`, the policy the host runs above it and the host's writeback-throttling target: for
+/// md RAID1 the chosen policy runs on each member disk inside the device and the host runs a pass-through noop
+/// without wbt (md is bio-based; the members' own wbt is not modelled); otherwise the host runs the chosen policy.
+pub(crate) fn sim_stack(exp: &Experiment, cfg: &bfq_sim::device::DeviceConfig) -> Result<SimStack, ScenarioError> {
+    let (dev, host) = cfg.build_stack(&exp.scheduler, &exp.tunables)?;
+    let info = dev.info();
+    Ok(match host {
+        Some(name) => (dev, bfq_sched::build::<&str>(name, &info, &[])?, None),
+        None => {
+            let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
+            let wbt = exp
+                .settings
+                .era
+                .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info);
+            (dev, policy, wbt)
+        }
+    })
+}
+
+/// A simulated device, the host's policy above it and the host's writeback-throttling target (ns).
+pub(crate) type SimStack = (
+    Box<dyn bfq_sim::device::Device>,
+    Box<dyn bfq_sched::Scheduler>,
+    Option<bfq_sched::Time>,
+);
 
 /// Errors setting up or running an experiment. Bad user input keeps a one-line message saying what to use
 /// instead; failures of the device model, the simulator or a real device keep their own error.
@@ -237,11 +288,11 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
         )));
     };
     let dev_cfg = bfq_sim::device::resolve(device)?;
-    let dev = dev_cfg.build();
+    let (dev, policy, wbt_target) = sim_stack(exp, &dev_cfg)?;
     let info = dev.info();
-    let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
     let host = HostConfig {
         time_policy: exp.settings.time_policy,
+        wbt_target,
         ..HostConfig::default()
     };
     let mut sim = Simulation::new(dev, policy, host, exp.settings.seed);

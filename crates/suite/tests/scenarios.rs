@@ -42,9 +42,18 @@ fn noop_on_seagate_hdd_is_physically_sensible() {
     );
     let seq = run("seagate-hdd", "noop", "10r-seq", None).throughput_mbps;
     let rand = run("seagate-hdd", "noop", "10r-rand", None).throughput_mbps;
-    // Sequential readers can at most stream at the media rate; 4 KiB random reads on 10 files of 500 MiB (short
-    // seeks) cost at least a half rotation each even with NCQ choosing well among 10: at most 4 KiB / ~1 ms.
-    assert!(seq > 0.3 * outer_mbps && seq <= outer_mbps * 1.01, "10r-seq {seq} MB/s");
+    // Sequential readers can at most stream at the media rate. At worst (the drive fixes its next command at
+    // transfer start, when the same reader's next window has not arrived yet: docs/DEVICES.md) the drive switches
+    // readers after every 128 KiB window, each switch costing at most an average seek and a full revolution
+    // (8.5 + 8.33 ms), so at least 128 KiB per (window transfer + 16.8 ms). 4 KiB random reads on 10 files of
+    // 500 MiB (short seeks) cost at least a half rotation each even with NCQ choosing well among 10: at most
+    // 4 KiB / ~1 ms.
+    let window_mb = 131_072.0 / 1e6;
+    let worst_seq = window_mb / (window_mb / outer_mbps + 0.0085 + 0.00833);
+    assert!(
+        seq > worst_seq && seq <= outer_mbps * 1.01,
+        "10r-seq {seq} MB/s (worst case {worst_seq})"
+    );
     assert!(rand > 0.1 && rand < 4.096, "10r-rand {rand} MB/s");
     assert!(seq >= 10.0 * rand, "10r-seq {seq} MB/s vs 10r-rand {rand} MB/s");
     assert!(info.rotational);

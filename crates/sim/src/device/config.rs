@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::flash::{Flash, FlashConfig};
-use super::hdd::{Hdd, HddConfig};
+use super::hdd::{DecisionPoint, Hdd, HddConfig};
 use super::measured::{Measured, MeasuredConfig};
 use super::nvme::{Nvme, NvmeConfig};
 use super::raid1::{Raid1, Raid1Config};
@@ -194,6 +194,21 @@ impl DeviceConfig {
             DeviceConfig::Measured(c) => Box::new(Measured::new(c)),
         }
     }
+
+    /// The device as the host sees it with `scheduler` chosen, and the scheduler the host runs instead of it, if
+    /// any: for `raid1`, md over two members that each run their own `scheduler` with `tunables` ([`super::Md1`]),
+    /// under a pass-through `noop` (md has no scheduler); for every other model, [`DeviceConfig::build`] and
+    /// `None` (the host runs `scheduler`).
+    pub fn build_stack<S: AsRef<str>>(
+        &self,
+        scheduler: &str,
+        tunables: &[S],
+    ) -> Result<(Box<dyn Device>, Option<&'static str>), bfq_sched::ConfigError> {
+        match self {
+            DeviceConfig::Raid1(c) => Ok((Box::new(super::Md1::new(c, scheduler, tunables)?), Some("noop"))),
+            _ => Ok((self.build(), None)),
+        }
+    }
 }
 
 /// The `model` tags a TOML description may give.
@@ -309,6 +324,7 @@ pub fn preset_names() -> &'static [&'static str] {
         "seagate-hdd",
         "hitachi-hdd",
         "seagate-raid1",
+        "enterprise-hdd",
         "plextor-ssd",
         "toshiba-1.8-hdd",
         "transcend-microsd",
@@ -344,7 +360,8 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
             segment_kib: 1024,
             write_cache_kib: 8192,
             queue_depth: 31,
-            ncq_age_limit_ms: 500.0,
+            ncq_age_limit_ms: HGST_AGING_LIMIT_MS,
+            decision_point: DecisionPoint::TransferStart,
             nr_requests: 64,
             max_sectors: 1024,
         }),
@@ -358,6 +375,14 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
                 disk,
             })
         }
+        "enterprise-hdd" => DeviceConfig::Hdd(HddConfig {
+            name: "enterprise-hdd".into(),
+            // A modern enterprise drive that chooses its next command at completion (fidelity.md §4: such a drive
+            // keeps streaming one reader until the aging limit). The mechanics are the Seagate's on purpose
+            // (estimate), so that the decision point is the only difference between the two presets.
+            decision_point: DecisionPoint::Completion,
+            ..seagate_hdd()
+        }),
         "toshiba-1.8-hdd" => DeviceConfig::Hdd(HddConfig {
             name: "toshiba-1.8-hdd".into(),
             // Estimates for a ~2010 1.8-inch ZIF/CE-ATA disk (Toshiba MK1235GSL class): 120 GB, 4200 rpm, 1 platter.
@@ -378,7 +403,8 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
             segment_kib: 512,
             write_cache_kib: 2048,
             queue_depth: 1,
-            ncq_age_limit_ms: 500.0,
+            ncq_age_limit_ms: HGST_AGING_LIMIT_MS,
+            decision_point: DecisionPoint::TransferStart,
             nr_requests: 64,
             max_sectors: 256,
         }),
@@ -389,6 +415,10 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
         _ => return None,
     })
 }
+
+/// The HGST Ultrastar manuals' default command aging limit: 0x30 units of 50 ms = 2.4 s, ms
+/// (`../shared/docs/fidelity.md` §4). Used for every HDD preset: no desktop drive publishes its own.
+pub const HGST_AGING_LIMIT_MS: f64 = 2400.0;
 
 fn seagate_hdd() -> HddConfig {
     HddConfig {
@@ -418,7 +448,10 @@ fn seagate_hdd() -> HddConfig {
         write_cache_kib: 16_384,
         // Linux uses 31 of the 32 NCQ tags.
         queue_depth: 31,
-        ncq_age_limit_ms: 500.0,
+        // HGST Ultrastar manuals' command aging limit (fidelity.md §4); the Seagate's own is not published.
+        ncq_age_limit_ms: HGST_AGING_LIMIT_MS,
+        // The era's desktop drives fix the next command as the current transfer starts (fidelity.md §4).
+        decision_point: DecisionPoint::TransferStart,
         nr_requests: 64,
         max_sectors: 1024,
     }

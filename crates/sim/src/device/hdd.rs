@@ -23,10 +23,12 @@
 //!   pieces of at most 512 KiB, nearest first) only when no host command is queued and the drive has had no host
 //!   command for [`DESTAGE_IDLE_NS`] (or the cache is half full). When the cache is full, writes are queued as media
 //!   writes like reads (write-through). With `write_cache_kib = 0` every write is a media write.
-//! - **Queueing.** Up to `queue_depth` commands are queued; when the head is free the drive serves the queued command
-//!   with the shortest positioning time (seek + rotational wait; cache hits count as zero), except that a command
-//!   older than `ncq_age_limit_ms` is served first. Service is not preemptive. A command arriving at an idle drive
-//!   pays `command_overhead_us`; queued commands' overhead overlaps the previous command.
+//! - **Queueing.** Up to `queue_depth` commands are queued. The drive serves the queued command with the shortest
+//!   positioning time (seek + rotational wait; cache hits count as zero), except that the oldest command, once older
+//!   than `ncq_age_limit_ms`, is served first. It makes that choice at its [`DecisionPoint`]: when the current
+//!   command starts its media transfer (among the commands queued then) or when it completes. Service is not
+//!   preemptive. A command arriving at an idle drive pays `command_overhead_us`; queued commands' overhead overlaps
+//!   the previous command.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -90,12 +92,33 @@ pub struct HddConfig {
     pub write_cache_kib: u32,
     /// Hardware queue depth (NCQ tags; 1 = no command queueing).
     pub queue_depth: u32,
-    /// A queued command older than this is served next regardless of position, ms.
+    /// A queued command older than this (at the decision point) is chosen next regardless of position, oldest
+    /// first, ms. Default 2400: the HGST Ultrastar manuals' command aging limit, 0x30 units of 50 ms
+    /// (`../shared/docs/fidelity.md` §4; docs/DEVICES.md).
     pub ncq_age_limit_ms: f64,
+    /// When the drive fixes the next queued command (see [`DecisionPoint`]).
+    pub decision_point: DecisionPoint,
     /// Scheduler tags (`nr_requests`).
     pub nr_requests: u32,
     /// Largest request, sectors (`max_sectors_kb * 2`).
     pub max_sectors: u32,
+}
+
+/// The moment a queueing drive fixes which queued command it serves next.
+///
+/// Drive patents (Quantum US5729718, HGST US6640258, Maxtor US6697913, HGST US6804751; `../shared/docs/fidelity.md`
+/// §4) choose the next command while the current one is still being served. A command that reaches the drive after
+/// that moment cannot be chosen next, only after next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecisionPoint {
+    /// The next command is fixed when the current command starts its media transfer (after its seek and rotational
+    /// wait; at once for a cache hit), among the commands queued at that moment. If none was queued then, the first
+    /// command to arrive afterwards (with any arriving at the same instant) is the choice. The desktop drives of the
+    /// seeds' era.
+    TransferStart,
+    /// The next command is chosen when the current one completes, among everything queued then.
+    Completion,
 }
 
 impl HddConfig {
@@ -269,6 +292,9 @@ struct InService {
     host: Option<(u64, u64)>,
     end: Time,
     destaged: u64,
+    /// The decision point of this operation (see [`DecisionPoint`]): the next command is chosen among those that
+    /// arrived by then, ns.
+    decide_at: Time,
 }
 
 /// How a command would be served.
@@ -307,6 +333,7 @@ pub struct Hdd {
     seg_cap: u64,
     write_cache_cap: u64,
     age_limit: Time,
+    decision: DecisionPoint,
     /// Platter angle at time 0, ns into a revolution (mirrors' spindles are not synchronized).
     phase: Time,
 
@@ -415,6 +442,7 @@ impl Hdd {
             seg_cap: (cfg.segment_kib as u64 * 2).max(1),
             write_cache_cap: cfg.write_cache_kib as u64 * 2,
             age_limit: f64_ns(cfg.ncq_age_limit_ms, 1.0e6).max(1),
+            decision: cfg.decision_point,
             phase: 0,
             head_cyl: 0,
             head_head: 0,
@@ -625,15 +653,21 @@ impl Hdd {
         }
     }
 
-    /// The queued command to serve at `t`: the oldest if it has waited past the age limit, else the one with the
-    /// shortest positioning time (ties: oldest).
-    fn pick(&self, t: Time, idle: bool) -> Option<(usize, Plan)> {
+    /// The queued command to serve at `t`, chosen among the commands that had arrived by the decision point
+    /// `decided` (or, if none had, among those that arrived first after it; `queue` is in arrival order): the oldest
+    /// if it had waited past the age limit at that moment (first come, first served among aged commands), else the
+    /// one with the shortest positioning time from where the head is at `t` (cache hits: zero; ties: oldest).
+    fn pick(&self, t: Time, idle: bool, decided: Time) -> Option<(usize, Plan)> {
         let first = self.queue.first()?;
-        if t.saturating_sub(first.arrival) >= self.age_limit {
+        let cutoff = decided.max(first.arrival);
+        if cutoff.saturating_sub(first.arrival) >= self.age_limit {
             return Some((0, self.plan(first, t, idle)));
         }
         let mut best: Option<(usize, Plan)> = None;
         for (i, op) in self.queue.iter().enumerate() {
+            if op.arrival > cutoff {
+                break;
+            }
             let p = self.plan(op, t, idle);
             let better = match &best {
                 None => true,
@@ -741,19 +775,26 @@ impl Hdd {
                 }
             }
         }
+        let decide_at = match self.decision {
+            // The media transfer starts after the overhead, seek and rotational wait (cache hits: at once).
+            DecisionPoint::TransferStart => (t + plan.positioning).min(plan.end),
+            DecisionPoint::Completion => plan.end,
+        };
         self.in_service = Some(InService {
             host,
             end: plan.end,
             destaged,
+            decide_at,
         });
     }
 
-    /// Chooses and starts the next operation at `t` if the head is free.
-    fn start_next(&mut self, t: Time, idle: bool) {
+    /// Chooses and starts the next operation at `t` if the head is free; `decided` is the decision point of the
+    /// operation that just ended (`t` itself when the drive was idle).
+    fn start_next(&mut self, t: Time, idle: bool, decided: Time) {
         if self.in_service.is_some() {
             return;
         }
-        if let Some((i, plan)) = self.pick(t, idle) {
+        if let Some((i, plan)) = self.pick(t, idle, decided) {
             let op = self.queue.remove(i);
             self.start(op, plan, t, Some((op.seq, op.tag)), 0);
             return;
@@ -812,12 +853,12 @@ impl Hdd {
                     self.host_active_at = self.host_active_at.max(is.end);
                 }
                 self.dirty = self.dirty.saturating_sub(is.destaged);
-                self.start_next(is.end, false);
+                self.start_next(is.end, false, is.decide_at);
                 continue;
             }
             match self.destage_at {
                 Some(t) if t <= now => {
-                    self.start_next(t, false);
+                    self.start_next(t, false, t);
                     if self.in_service.is_none() {
                         break;
                     }
@@ -851,7 +892,7 @@ impl Device for Hdd {
                 Some(e) if e.sector + e.sectors == sector => e.sectors += len,
                 _ => self.destage.push(Extent { sector, sectors: len }),
             }
-            self.start_next(now, false);
+            self.start_next(now, false, now);
             return;
         }
         let op = Op {
@@ -864,7 +905,7 @@ impl Device for Hdd {
             pos: self.locate(sector),
         };
         self.queue.push(op);
-        self.start_next(now, true);
+        self.start_next(now, true, now);
     }
 
     fn next_completion(&self) -> Option<Time> {
@@ -872,7 +913,7 @@ impl Device for Hdd {
         let head = match &self.in_service {
             Some(is) if is.host.is_some() => Some(is.end),
             // A destage is in progress: the first host command completes after it (nothing else can start first).
-            Some(is) => self.pick(is.end, false).map(|(_, p)| p.end),
+            Some(is) => self.pick(is.end, false, is.decide_at).map(|(_, p)| p.end),
             None => None,
         };
         // A pending destage is not a completion, but the drive must be advanced then to start it.
@@ -1030,6 +1071,64 @@ mod tests {
         // With 31 choices the shortest positioning time is a fraction of the average seek + half rotation; drives
         // gain 1.5x-2.5x. Demand at least 1.5x.
         assert!(q31 > 1.5 * q1, "QD1 {q1} IOPS, QD31 {q31} IOPS");
+    }
+
+    #[test]
+    fn ncq_gain_on_random_reads_holds_for_both_decision_points() {
+        // Deciding at transfer start leaves one fewer candidate (the command resubmitted at the last completion
+        // arrives after the decision point) out of 31: shortest positioning among 30 or 31 random commands is
+        // about as short, so both keep NCQ's gain over depth 1, and within a few percent of each other.
+        let cap = seagate().capacity_sectors;
+        let iops = |depth: u32, decision: DecisionPoint| {
+            let mut cfg = seagate();
+            cfg.decision_point = decision;
+            let mut d = Hdd::new(&cfg);
+            let mut rng = Lcg::new(11);
+            closed_loop(&mut d, depth, 4000, |_| (Direction::Read, rng.below(cap / 8) * 8, 8)).iops
+        };
+        for decision in [DecisionPoint::TransferStart, DecisionPoint::Completion] {
+            let (q1, q31) = (iops(1, decision), iops(31, decision));
+            assert!(q31 > 1.5 * q1, "{decision:?}: QD1 {q1} IOPS, QD31 {q31} IOPS");
+        }
+        let (ts, c) = (
+            iops(31, DecisionPoint::TransferStart),
+            iops(31, DecisionPoint::Completion),
+        );
+        assert!((ts / c - 1.0).abs() < 0.1, "transfer start {ts} IOPS, completion {c}");
+    }
+
+    #[test]
+    fn a_command_arriving_after_the_decision_point_is_served_after_next() {
+        // A far read A is served first (idle drive). B, far from A's end, is queued before A's transfer starts;
+        // C, which continues A exactly (zero positioning), arrives during A's transfer. Deciding at transfer start,
+        // the drive has fixed B before C arrived: B, then C. Deciding at completion, C wins on positioning.
+        let order = |decision: DecisionPoint| {
+            let mut cfg = seagate();
+            cfg.decision_point = decision;
+            cfg.cache_segments = 0; // no readahead: C is a media read either way
+            let mut d = Hdd::new(&cfg);
+            let rq = |tag, sector, sectors| DevRequest {
+                tag,
+                dir: Direction::Read,
+                sector,
+                sectors,
+            };
+            d.submit(rq(1, 500_000_000, 2048), 0);
+            d.submit(rq(2, 1_500_000_000, 8), 10_000);
+            // A's positioning takes milliseconds (a long seek from cylinder 0); its 1 MiB transfer about 7.5 ms
+            // more: 2 ms before A completes is inside its transfer.
+            let a_end = d.next_completion().unwrap();
+            d.submit(rq(3, 500_002_048, 8), a_end - 2 * MS);
+            let mut out = Vec::new();
+            while let Some(t) = d.next_completion() {
+                if let Some(tag) = d.pop_completion(t) {
+                    out.push(tag);
+                }
+            }
+            out
+        };
+        assert_eq!(order(DecisionPoint::TransferStart), vec![1, 2, 3]);
+        assert_eq!(order(DecisionPoint::Completion), vec![1, 3, 2]);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! parameters and their sources are in `docs/DEVICES.md`. For every model `next_completion` is exact: popping at
 //! the time it returns yields a tag.
 
-use bfq_sched::{DeviceInfo, Direction, Time};
+use bfq_sched::{DeviceInfo, Direction, FlowId, FlowInfo, Request, Time};
 
 /// A request as the device sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,11 +40,39 @@ pub trait Device: Send {
 
     /// Removes and returns the tag of the earliest completion at or before `now` (ties in submission order).
     fn pop_completion(&mut self, now: Time) -> Option<u64>;
+
+    /// Accepts request `rq` under device tag `tag` at `now`, with the host's view of it (flow, sync and metadata
+    /// flags). A device that runs schedulers of its own below it (md RAID1 with a scheduler per member disk) needs
+    /// these; the default forwards the block-level part to [`Device::submit`].
+    fn submit_request(&mut self, tag: u64, rq: &Request, now: Time) {
+        self.submit(
+            DevRequest {
+                tag,
+                dir: rq.dir,
+                sector: rq.sector,
+                sectors: rq.sectors,
+            },
+            now,
+        );
+    }
+
+    /// A flow (process I/O context) starts at `now`; for devices with schedulers of their own.
+    fn flow_started(&mut self, _flow: &FlowInfo, _now: Time) {}
+
+    /// A flow exits at `now`; for devices with schedulers of their own.
+    fn flow_exited(&mut self, _flow: FlowId, _now: Time) {}
+
+    /// How many scheduler instances run inside the device (0: the host's one scheduler feeds it directly; md RAID1
+    /// with member schedulers: one per member disk).
+    fn member_schedulers(&self) -> u32 {
+        0
+    }
 }
 
 pub mod config;
 pub mod flash;
 pub mod hdd;
+pub mod md;
 pub mod measured;
 pub mod nvme;
 pub mod raid1;
@@ -52,9 +80,10 @@ pub mod ssd;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError};
+pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError, HGST_AGING_LIMIT_MS};
 pub use flash::{Flash, FlashConfig};
-pub use hdd::{Hdd, HddConfig, SeekCurve};
+pub use hdd::{DecisionPoint, Hdd, HddConfig, SeekCurve};
+pub use md::Md1;
 pub use measured::{Measured, MeasuredConfig};
 pub use nvme::{Nvme, NvmeConfig};
 pub use raid1::{Raid1, Raid1Config};

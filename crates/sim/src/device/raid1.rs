@@ -8,8 +8,9 @@
 //! - **Writes** go to both mirrors and complete when both have completed them.
 //! - Each mirror is a full [`Hdd`] with its own NCQ queue, caches and head position.
 //!
-//! Simplification: in Linux the scheduler runs on each member disk and md sits above; here one scheduler feeds the
-//! mirror pair as one device with `queue_depth` tags (default: twice a disk's NCQ depth).
+//! This is the pair without member schedulers: one scheduler feeds it as one device with `queue_depth` tags
+//! (device-level tests and headline figures). The simulated benchmarks run [`super::Md1`], md with a scheduler on
+//! each member disk, as Linux does.
 
 use std::cell::Cell;
 

@@ -3,7 +3,9 @@
 pub mod layout;
 pub mod page_cache;
 pub mod readahead;
+pub mod wbt;
 
 pub use layout::{Allocator, Extent, FileLayout, PAGE_BYTES, PAGE_SECTORS};
 pub use page_cache::{PageCache, PageState};
 pub use readahead::RaState;
+pub use wbt::{Wbt, WbtConfig};

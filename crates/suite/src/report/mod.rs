@@ -436,12 +436,25 @@ struct GroupKey {
     app: Option<String>,
 }
 
+/// Where the scheduler runs on a simulated target, when not directly above the device: md RAID1 runs it on each
+/// member disk (docs/DEVICES.md, "md RAID1").
+fn scheduler_level(target: &str) -> Option<&'static str> {
+    let device = target.strip_prefix("sim:")?;
+    match bfq_sim::device::resolve(device).ok()? {
+        bfq_sim::device::DeviceConfig::Raid1(_) => Some("md; the scheduler runs on each member disk"),
+        _ => None,
+    }
+}
+
 fn figure_title(key: &GroupKey, quantity: &Quantity) -> String {
-    let on = if key.target.ends_with(&key.device) || key.device.is_empty() {
+    let mut on = if key.target.ends_with(&key.device) || key.device.is_empty() {
         key.target.clone()
     } else {
         format!("{} (device {})", key.target, key.device)
     };
+    if let Some(level) = scheduler_level(&key.target) {
+        on = format!("{on} ({level})");
+    }
     match (quantity, &key.app) {
         (q, Some(trace)) if key.benchmark == Benchmark::Replay => {
             format!("{} replaying {trace} on {on}", capitalise(&q.name()))

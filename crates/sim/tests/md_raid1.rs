@@ -1,0 +1,135 @@
+//! md RAID1 as Linux runs it: md above two member disks, each with its own scheduler instance (docs/DEVICES.md,
+//! "md RAID1"). The physics the layering implies, on the `seagate-raid1` preset.
+
+use bfq_sched::{Time, SEC};
+use bfq_sim::device::{preset, Device, DeviceConfig, Hdd, Md1, Raid1};
+use bfq_sim::{HostConfig, Simulation};
+use bfq_workload::{Actions, Event, FileSpec, FlowSpec, IoMode, Op, Placement, Process, ProcessReport};
+
+/// Reads its file front to back in 4 KiB buffered reads (so the host's readahead makes the block requests).
+struct SeqReader {
+    file: u32,
+    size: u64,
+    pos: u64,
+    report: ProcessReport,
+}
+
+const BS: u64 = 4096;
+
+impl Process for SeqReader {
+    fn flow(&self) -> FlowSpec {
+        FlowSpec::named("seqreader")
+    }
+    fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
+        if let Event::Completed { result: Ok(n), .. } = ev {
+            self.report.read_bytes += n;
+        }
+        if self.pos >= self.size {
+            out.exit = true;
+            return;
+        }
+        out.issue(
+            0,
+            Op::Read {
+                file: self.file,
+                offset: self.pos,
+                len: BS,
+                mode: IoMode::Buffered,
+                meta: false,
+            },
+        );
+        self.pos += BS;
+    }
+    fn report(&self) -> ProcessReport {
+        self.report.clone()
+    }
+}
+
+const FILE_BYTES: u64 = 512 << 20;
+const RUN: Time = 4 * SEC;
+
+fn raid_cfg() -> bfq_sim::device::Raid1Config {
+    match preset("seagate-raid1") {
+        Some(DeviceConfig::Raid1(c)) => c,
+        _ => panic!("seagate-raid1 is a RAID1 preset"),
+    }
+}
+
+/// Aggregate MB/s of two sequential readers (4 KiB buffered reads, files far apart) on `dev` under host policy
+/// `host_sched`.
+fn two_readers(dev: Box<dyn Device>, host_sched: &str) -> f64 {
+    let info = dev.info();
+    let policy = bfq_sched::build::<&str>(host_sched, &info, &[]).expect("policy");
+    let host = HostConfig {
+        time_policy: false,
+        ..HostConfig::default()
+    };
+    let mut sim = Simulation::new(dev, policy, host, 1);
+    let pids: Vec<_> = [0.0, 0.5]
+        .iter()
+        .map(|&at| {
+            let f = sim
+                .add_file(&FileSpec {
+                    name: "f".into(),
+                    size: FILE_BYTES,
+                    placement: Placement::At(at),
+                    prewritten: true,
+                })
+                .expect("file fits");
+            sim.spawn(
+                0,
+                Box::new(SeqReader {
+                    file: f,
+                    size: FILE_BYTES,
+                    pos: 0,
+                    report: ProcessReport::default(),
+                }),
+            )
+        })
+        .collect();
+    sim.run_until(RUN);
+    let bytes: u64 = pids.iter().map(|&p| sim.report(p).expect("pid").read_bytes).sum();
+    bytes as f64 / (RUN as f64 / 1e9) / 1e6
+}
+
+/// One member disk's media rate at the start of the device, MB/s.
+fn disk_rate() -> f64 {
+    Hdd::new(&raid_cfg().disk).media_rate_bytes_per_s(0) / 1e6
+}
+
+#[test]
+fn two_sequential_readers_under_noop_use_both_mirrors() {
+    // read_balance sends the first reader's first read to the first idle member and the second reader's to the
+    // other (the first is busy), and from then on each read continues the sequential marker of "its" member.
+    // Each member then streams one reader (its own noop has nothing else to interleave), so the pair reads faster
+    // than one disk's media rate can, which it can only do with both mirrors.
+    let md = Md1::new(&raid_cfg(), "noop", &[] as &[&str]).expect("md");
+    assert_eq!(md.member_schedulers(), 2);
+    let rate = two_readers(Box::new(md), "noop");
+    println!("md, noop per member: {rate:.1} MB/s; one disk {:.1}", disk_rate());
+    assert!(
+        rate > 1.5 * disk_rate(),
+        "two readers {rate} MB/s, one disk {}",
+        disk_rate()
+    );
+}
+
+#[test]
+fn bfq_runs_on_each_member_and_idles_per_member() {
+    // One BFQ instance per member: each serves its own reader and idles for it on its own disk, so both disks
+    // stream. The old model, one BFQ above the pair, idles for one reader at a time across both disks: while it
+    // idles for reader A, reader B's member has nothing to do, so the pair gets about one disk's rate.
+    let md = Md1::new(&raid_cfg(), "bfq", &[] as &[&str]).expect("md");
+    for i in 0..2 {
+        assert_eq!(md.member_policy(i).name(), "bfq", "member {i} runs its own bfq");
+    }
+    let per_member = two_readers(Box::new(md), "noop");
+    let above = two_readers(Box::new(Raid1::new(&raid_cfg())), "bfq");
+    println!("bfq per member {per_member:.1} MB/s, one bfq above the pair {above:.1} MB/s");
+    assert!(per_member > 1.5 * disk_rate(), "bfq per member {per_member} MB/s");
+    assert!(
+        above < 1.2 * disk_rate(),
+        "one bfq above the pair {above} MB/s, one disk {}",
+        disk_rate()
+    );
+}
