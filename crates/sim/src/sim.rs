@@ -38,6 +38,10 @@ pub struct HostConfig {
     pub copy_ns_per_kib: Time,
     /// Measure the wall-clock time spent inside the policy (non-deterministic; off for byte-identical output).
     pub time_policy: bool,
+    /// The kernel's timer tick, ticks per second (`CONFIG_HZ`): policies whose kernel armed timers in jiffies
+    /// round them to it ([`bfq_sched::tick`], [`Scheduler::set_timer_hz`]). `None` (the default): exact,
+    /// high-resolution timers.
+    pub timer_hz: Option<u32>,
 }
 
 impl Default for HostConfig {
@@ -52,6 +56,7 @@ impl Default for HostConfig {
             syscall_ns: 2_000,
             copy_ns_per_kib: 250,
             time_policy: true,
+            timer_hz: None,
         }
     }
 }
@@ -201,6 +206,9 @@ impl Simulation {
         // policies from the device's tag set.
         let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
+        if let Some(hz) = host.timer_hz {
+            driver.policy_mut().set_timer_hz(hz);
+        }
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let cache = PageCache::new(host.memory_bytes / PAGE_BYTES);
         let mut sim = Simulation {
