@@ -327,7 +327,9 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
             bfq_suite::reproduce::CPU_CLAIM.id
         );
     } else {
-        println!("Seed 003's CPU claim, measured on this machine (wall clock, not reproducible; {CPU_CHECKLIST_FILE}):");
+        println!(
+            "Seed 003's CPU claim, measured on this machine (wall clock, not reproducible; {CPU_CHECKLIST_FILE}):"
+        );
         print!("{}", cpu_text.lines().map(|l| format!("  {l}\n")).collect::<String>());
     }
     Ok(())

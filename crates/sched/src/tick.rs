@@ -53,6 +53,61 @@ mod tests {
         assert_eq!(round_up(20 * MS, 10 * MS), 20 * MS);
     }
 
+    /// What `sched` answers when flow 1's read completes at 3 ms while flow 2's read waits: it idles for flow 1's
+    /// next read until the returned time, or not at all (`None`).
+    fn idle_after_one_read(sched: &str, hz: Option<u32>) -> Option<Time> {
+        use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, RequestId};
+        // A disk without command queueing, like the 1.8-inch HDD.
+        let dev = crate::DeviceInfo {
+            queue_depth: 1,
+            ..crate::DeviceInfo::hdd()
+        };
+        let mut p = crate::build::<&str>(sched, &dev, &[]).expect("registered");
+        if let Some(hz) = hz {
+            p.set_timer_hz(hz);
+        }
+        p.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        p.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        p.insert(Request::new(RequestId(1), FlowId(1), Direction::Read, true, 1000, 8), 0);
+        let Decision::Dispatch(rq) = p.dispatch(0) else {
+            panic!("{sched}: the first read is dispatched at once")
+        };
+        // Another process waits far away: idling for flow 1 is a choice against it.
+        p.insert(
+            Request::new(RequestId(2), FlowId(2), Direction::Read, true, 50_000_000, 8),
+            0,
+        );
+        p.completed(&rq, 3 * MS);
+        match p.dispatch(3 * MS) {
+            Decision::WaitUntil(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    // The policies whose 3.13 code armed the idle timer in jiffies idle until a tick, and not at all at HZ=100 where
+    // their HZ/125 default is 0 jiffies; the newest BFQ (a high-resolution timer, ns defaults) ignores HZ.
+    #[test]
+    fn jiffy_policies_idle_to_a_tick_and_the_newest_bfq_ignores_hz() {
+        for sched in ["bfq-v7r2", "cfq"] {
+            let exact = idle_after_one_read(sched, None).unwrap_or_else(|| panic!("{sched} idles with exact timers"));
+            assert!(exact > 3 * MS && exact % (4 * MS) != 0, "{sched}: {exact}");
+            let at_250 = idle_after_one_read(sched, Some(250)).expect("idles at HZ=250");
+            assert_eq!(at_250 % (4 * MS), 0, "{sched}: fires on a 4 ms tick");
+            assert!(
+                at_250 + 4 * MS >= exact && at_250 <= exact + 4 * MS,
+                "{sched}: {at_250} vs {exact}"
+            );
+            assert_eq!(
+                idle_after_one_read(sched, Some(100)),
+                None,
+                "{sched}: HZ/125 = 0 at HZ=100"
+            );
+        }
+        let newest = idle_after_one_read("bfq", None);
+        assert_eq!(idle_after_one_read("bfq", Some(100)), newest);
+        assert_eq!(idle_after_one_read("bfq", Some(250)), newest);
+    }
+
     #[test]
     fn a_timer_fires_on_a_tick_within_one_jiffy_of_its_delay() {
         let j = 10 * MS;

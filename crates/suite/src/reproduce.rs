@@ -259,7 +259,10 @@ pub fn seed_host_hz(device: &str) -> Option<u32> {
 /// reordering): the runs every claim is judged on. The others are the comparisons some claims make (exact timers
 /// on the 1.8-inch HDD, the SSD without reordering).
 pub fn is_reference_run(r: &RunResult) -> bool {
-    let want: Vec<String> = seed_host_hz(&r.device).map(|hz| format!("HZ={hz}")).into_iter().collect();
+    let want: Vec<String> = seed_host_hz(&r.device)
+        .map(|hz| format!("HZ={hz}"))
+        .into_iter()
+        .collect();
     r.scenario == want
 }
 
@@ -1178,12 +1181,15 @@ fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
             };
             let read = max_of("read_latency_max_ms");
             let write = max_of("write_latency_max_ms");
+            if read.is_none() && write.is_none() {
+                continue;
+            }
             let show = |m: &Option<(f64, String)>, bound: f64| match m {
                 Some((v, app)) => format!("{v:.0} ms ({app}; bound {bound:.0} ms)"),
                 None => "none".to_string(),
             };
-            let pass = read.as_ref().is_none_or(|r| r.0 <= read_bound)
-                && write.as_ref().is_none_or(|w| w.0 <= write_bound);
+            let pass =
+                read.as_ref().is_none_or(|r| r.0 <= read_bound) && write.as_ref().is_none_or(|w| w.0 <= write_bound);
             out.push(ChecklistItem::new(
                 format!(
                     "longest wait of a request with {bfq} under {wl} on {dev}: read {}, write {} (seed 001: bounded \
@@ -1196,7 +1202,11 @@ fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
                     "{n} queues; bound = fifo_expire + 2 x {n} x (timeout_sync + slice_idle); wait = allocation to \
                      completion, over {} start-up runs{}",
                     runs.len(),
-                    if pass { "" } else { "; weight raising lets a raised queue exceed the equal-weight round" }
+                    if pass {
+                        ""
+                    } else {
+                        "; weight raising lets a raised queue exceed the equal-weight round"
+                    }
                 ),
             ));
         }
@@ -1331,11 +1341,7 @@ fn coarse_tick(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
             .filter_map(|w| startup_where(ev.all, keep, dev, bfq, "xterm", w).map(|v| (w.to_string(), v)))
             .collect()
     };
-    let worst = |v: &[(String, Option<f64>)]| {
-        v.iter()
-            .max_by(|a, b| rank(a.1).total_cmp(&rank(b.1)))
-            .cloned()
-    };
+    let worst = |v: &[(String, Option<f64>)]| v.iter().max_by(|a, b| rank(a.1).total_cmp(&rank(b.1))).cloned();
     let (o_hz, o_exact) = (others(&with_tick), others(&exact));
     let (Some((w_hz, v_hz)), Some((w_exact, v_exact))) = (worst(&o_hz), worst(&o_exact)) else {
         return out;
@@ -1525,14 +1531,23 @@ mod tests {
                 ("fairness-by-weight", 0),
                 ("heavy-app-x", 0),
                 ("iozone-one-thread", 0),
+                ("startup-throughput", 1),
+                ("startup-ratio-by-kernel", 1),
+                ("bounded-wait", 0),
+                ("rand-mixed-throughput", 1),
+                ("flash-like-cfq", 0),
+                ("coarse-tick", 0),
+                ("ssd-reordering", 0),
             ]
         );
         let flat: Vec<ChecklistItem> = per_claim.into_iter().flat_map(|(_, items)| items).collect();
         assert_eq!(checklist(&rs), flat);
         // bfq 4-14x faster than cfq under 10r-seq, 10r-rand and 5r5w-seq; 2-3x idle (fails 1.5x); sequential
-        // throughput above cfq and deadline; 10r-rand at ~108% of the others (fails "about half").
+        // throughput above cfq and deadline; 10r-rand at ~108% of the others (fails "about half"). The sample's
+        // start-up windows give bfq about 3x cfq's throughput (fails "up to 30% higher"), its cfq/bfq ratios reach
+        // 14.03x (just past 5-14x), and under 5r5w-rand cfq gets 87.5% of bfq (fails "within 10%").
         let pass: Vec<bool> = flat.iter().map(|i| i.pass).collect();
-        assert_eq!(pass, [true, true, true, false, true, true, false]);
+        assert_eq!(pass, [true, true, true, false, true, true, false, false, false, false]);
         assert!(
             flat[0]
                 .text
@@ -1563,16 +1578,18 @@ mod tests {
             .collect();
         rs.extend(v7);
         let items = checklist(&rs);
-        assert_eq!(items.len(), 7, "the same lines as with bfq alone");
+        assert_eq!(items.len(), 10, "the same lines as with bfq alone");
         assert!(
             items.iter().all(|i| i.text.contains(SEED_ERA_BFQ)),
             "judged with the seed's era"
         );
         let eras: Vec<&EraCheck> = items.iter().filter_map(|i| i.newest.as_ref()).collect();
-        assert_eq!(eras.len(), 7, "every line here is about BFQ");
-        assert!(eras
-            .iter()
-            .all(|n| n.text.contains(": bfq ") || n.text.contains("with bfq ")));
+        assert_eq!(eras.len(), 10, "every line here is about BFQ");
+        assert!(
+            eras.iter()
+                .all(|n| n.text.contains("bfq") && !n.text.contains(SEED_ERA_BFQ)),
+            "the newest's lines name the newest bfq only"
+        );
         assert!(eras.iter().all(|n| !n.differs.is_empty()));
         let rand = items
             .iter()
