@@ -323,13 +323,13 @@ const FIGURE_SOURCES: [(Benchmark, &str, Option<&str>, &str); 21] = [
         Benchmark::Startup,
         "plextor-ssd",
         Some("xterm"),
-        "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
+        "seed 004, figure 8; seed 001 (Plextor SSD, xterm); columns [device_reordering=off]: the SSD serving its queue oldest first",
     ),
     (
         Benchmark::Startup,
         "plextor-ssd",
         Some("oowriter"),
-        "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
+        "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name); columns [device_reordering=off]: the SSD serving its queue oldest first",
     ),
     (
         Benchmark::Startup,
@@ -341,13 +341,13 @@ const FIGURE_SOURCES: [(Benchmark, &str, Option<&str>, &str); 21] = [
         Benchmark::Throughput,
         "toshiba-1.8-hdd",
         None,
-        "seed 004, figure 10 (1.8-inch Toshiba HDD)",
+        "seed 004, figure 10 (1.8-inch Toshiba HDD; its embedded host taken at HZ=100)",
     ),
     (
         Benchmark::Startup,
         "toshiba-1.8-hdd",
         Some("xterm"),
-        "seed 004, figure 11",
+        "seed 004, figure 11 (columns [HZ=100]: the seed's embedded host; plain columns: exact timers, for the coarse-tick claim)",
     ),
     (
         Benchmark::Throughput,
@@ -705,11 +705,20 @@ impl<'a> Evidence<'a> {
 /// carries the newest `bfq`'s figure and verdict beside it, with where the two eras differ; without runs of the
 /// seed's era it is judged with `bfq` alone.
 pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
+    checklist_by_claim(rs)
+        .into_iter()
+        .flat_map(|(_, items)| items)
+        .collect()
+}
+
+/// [`checklist`], with each claim's lines beside it (in [`CLAIMS`] order; a claim the runs do not cover has none).
+pub fn checklist_by_claim(rs: &[RunResult]) -> Vec<(&'static Claim, Vec<ChecklistItem>)> {
     let reference: Vec<RunResult> = rs.iter().filter(|r| is_reference_run(r)).cloned().collect();
     let evidence = Evidence::with_comparisons(&reference, rs);
     let has_seed_era = rs.iter().any(|r| r.scheduler == SEED_ERA_BFQ);
-    let mut out = Vec::new();
+    let mut all = Vec::new();
     for claim in &CLAIMS {
+        let mut out = Vec::new();
         let newest = (claim.check)(&evidence, "bfq");
         match claim.eras {
             Some(why) if has_seed_era => {
@@ -727,8 +736,9 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             }
             _ => out.extend(newest),
         }
+        all.push((claim, out));
     }
-    out
+    all
 }
 
 /// Start-up with bfq 5-14x lower than with cfq under heavy loads.
