@@ -159,19 +159,19 @@ const CHECKLIST: &[Pinned] = &[
         newest: Some((false, 17.6)),
         thresholds: &[14.0],
     },
-    // The longest read wait against the bound for 11 queues (fifo_expire_sync + 2 x 11 x 133 ms).
+    // The longest a read waited in the policy against the bound for 11 queues (fifo_expire_sync + 2 x 11 x 133 ms).
     Pinned {
         key: "under 10r-seq on seagate-hdd: read",
         after: " ms (xterm; bound",
-        seed: (true, 2053.0),
-        newest: Some((true, 1928.0)),
+        seed: (true, 2047.0),
+        newest: Some((true, 1919.0)),
         thresholds: &[3051.0],
     },
     Pinned {
         key: "under 5r5w-seq on seagate-hdd: read",
         after: " ms (xterm; bound",
-        seed: (true, 1395.0),
-        newest: Some((true, 1553.0)),
+        seed: (true, 1389.0),
+        newest: Some((true, 1547.0)),
         thresholds: &[3317.0],
     },
     Pinned {

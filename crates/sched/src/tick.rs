@@ -90,9 +90,9 @@ mod tests {
     fn jiffy_policies_idle_to_a_tick_and_the_newest_bfq_ignores_hz() {
         for sched in ["bfq-v7r2", "cfq"] {
             let exact = idle_after_one_read(sched, None).unwrap_or_else(|| panic!("{sched} idles with exact timers"));
-            assert!(exact > 3 * MS && exact % (4 * MS) != 0, "{sched}: {exact}");
+            assert!(exact > 3 * MS && !exact.is_multiple_of(4 * MS), "{sched}: {exact}");
             let at_250 = idle_after_one_read(sched, Some(250)).expect("idles at HZ=250");
-            assert_eq!(at_250 % (4 * MS), 0, "{sched}: fires on a 4 ms tick");
+            assert!(at_250.is_multiple_of(4 * MS), "{sched}: fires on a 4 ms tick");
             assert!(
                 at_250 + 4 * MS >= exact && at_250 <= exact + 4 * MS,
                 "{sched}: {at_250} vs {exact}"
@@ -119,7 +119,7 @@ mod tests {
         for now in (0..50 * MS).step_by(MS as usize / 3) {
             for delay in [MS, 8 * MS, 10 * MS, 24 * MS] {
                 let t = fire_time(now, delay, j);
-                assert!(t > now && t % j == 0, "{now} {delay} {t}");
+                assert!(t > now && t.is_multiple_of(j), "{now} {delay} {t}");
                 assert!(t + j >= now + delay && t <= now + delay + j, "{now} {delay} {t}");
             }
         }

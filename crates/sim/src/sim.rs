@@ -111,6 +111,8 @@ struct BlockReq {
     /// request).
     tagless: bool,
     created: Time,
+    /// When it entered the policy (after any wait for a tag); 0 until then.
+    inserted: Time,
     waiters: Vec<OpKey>,
 }
 
@@ -645,6 +647,7 @@ impl Simulation {
                         meta,
                         tagless: false,
                         created: self.now,
+                        inserted: 0,
                         waiters: vec![opid],
                     });
                     self.ops.get_mut(opid).expect("op").deps += 1;
@@ -819,6 +822,7 @@ impl Simulation {
                 meta: false,
                 tagless: false,
                 created: self.now,
+                inserted: 0,
                 waiters: Vec::new(),
             });
             self.reading.insert((file, page), (pages, id));
@@ -911,6 +915,9 @@ impl Simulation {
     /// Inserts block request `id`, which holds a tag (or merges without one), into the policy.
     fn insert(&mut self, id: ReqKey) {
         let Some(rq) = self.policy_request(id) else { return };
+        if let Some(r) = self.reqs.get_mut(id) {
+            r.inserted = self.now;
+        }
         self.timed(|d, now| d.insert(rq, now));
     }
 
@@ -940,6 +947,12 @@ impl Simulation {
         self.timed(|d, now| d.pump(now, &mut out));
         for rq in out.drain(..) {
             self.metrics.device_requests += 1;
+            for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
+                if let Some(r) = self.reqs.get(Self::request_key(id)) {
+                    let w = &mut self.metrics.dispatch_wait_max[r.dir.index()];
+                    *w = (*w).max(self.now - r.inserted);
+                }
+            }
             let dev = DevRequest {
                 tag: 0,
                 dir: rq.dir,
@@ -1068,6 +1081,7 @@ impl Simulation {
                     meta: false,
                     tagless: false,
                     created: self.now,
+                    inserted: 0,
                     waiters: Vec::new(),
                 });
                 self.writing.insert((file, page), id);
