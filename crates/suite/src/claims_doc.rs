@@ -262,8 +262,8 @@ pub fn claims_markdown(quick: &[RunResult]) -> String {
          Every sentence of the five seeds (`../shared/seeds/`) that states a measurable result, the checklist claim \
          that checks it, and that claim's lines as `bfq reproduce --quick` prints them (seed 1): each line is judged \
          with BFQ v7r2, the era the seeds measured, and shows the newest `bfq`'s verdict beside it. A claim without a \
-         quick line is checked by the full matrix (`bfq reproduce`). The full matrix's own checklist, with its \
-         run time, is in [PERFORMANCE.md](PERFORMANCE.md); the reasons behind each FAIL are in \
+         quick line is checked by the full matrix (`bfq reproduce`), whose printed checklist is \
+         [full-checklist.txt](full-checklist.txt) (run time in [PERFORMANCE.md](PERFORMANCE.md)); the reasons behind each FAIL are in \
          [SCHEDULERS.md](SCHEDULERS.md) (\"BFQ in two eras\", \"Timer tick\") and the README.\n\n",
     );
     out.push_str("| seed | sentence | checklist claim | result (quick matrix) |\n|---|---|---|---|\n");
