@@ -1200,6 +1200,21 @@ fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
             };
             let pass =
                 read.as_ref().is_none_or(|r| r.0 <= read_bound) && write.as_ref().is_none_or(|w| w.0 <= write_bound);
+            // Each application's own longest waits (seed 001 names lowriter under 5r5w-seq), in ms, read/write.
+            let per_app = distinct(runs.iter().filter_map(|r| r.app.clone()))
+                .into_iter()
+                .map(|app| {
+                    let of = |key: &str| {
+                        runs.iter()
+                            .filter(|r| r.app.as_deref() == Some(app.as_str()))
+                            .filter_map(|r| r.extra.get(key).copied())
+                            .reduce(f64::max)
+                            .map_or("-".to_string(), |v| format!("{v:.0}"))
+                    };
+                    format!("{app} {}/{}", of("read_wait_max_ms"), of("write_wait_max_ms"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             out.push(ChecklistItem::new(
                 format!(
                     "longest wait of a request with {bfq} under {wl} on {dev}: read {}, write {} (seed 001: bounded \
@@ -1209,8 +1224,8 @@ fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
                 ),
                 pass,
                 format!(
-                    "{n} queues; bound = fifo_expire + 2 x {n} x (timeout_sync + slice_idle); wait = insertion into \
-                     the policy to dispatch, over {} start-up runs{}",
+                    "per application, read/write ms: {per_app}; {n} queues; bound = fifo_expire + 2 x {n} x \
+                     (timeout_sync + slice_idle); wait = insertion into the policy to dispatch, over {} start-up runs{}",
                     runs.len(),
                     if pass {
                         ""
