@@ -246,6 +246,7 @@ fn run_request(
             None => d.duration_s,
         },
         cpu_time,
+        hz: d.hz,
     })
 }
 
@@ -526,6 +527,7 @@ fn request_of(s: Spec) -> RunRequest {
         profile,
         duration_s,
         cpu_time: false,
+        hz: None,
     }
 }
 

@@ -192,6 +192,11 @@ struct RunArgs {
     /// Measure the wall-clock CPU time spent inside the policy (the result is then not byte-reproducible).
     #[arg(long)]
     cpu_time: bool,
+    /// The host kernel's timer tick (CONFIG_HZ, 1-10000): bfq-v7r2's and cfq's idle timers fire on a tick of
+    /// 1000/HZ ms and their HZ/125-jiffy idle defaults truncate (docs/SCHEDULERS.md, "Timer tick"). Default: exact
+    /// high-resolution timers.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    hz: Option<u32>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -210,6 +215,7 @@ impl RunArgs {
             profile: self.profile.clone(),
             duration_s: self.duration,
             cpu_time: self.cpu_time,
+            hz: self.hz,
         }
     }
 }
@@ -339,12 +345,28 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         }
     }
     let items = checklist(&ok);
+    // Seed 003's CPU claim, from measured wall-clock time: beside the checklist (printed, and in its own file next to
+    // cpu.json), never in results.json or the report, which stay byte-identical for the same inputs.
+    let cpu_items = bfq_suite::reproduce::cpu_checklist(&ok);
+    let verdict = |pass: bool| if pass { "PASS" } else { "FAIL" };
+    let cpu_text: String = cpu_items
+        .iter()
+        .map(|i| format!("{} {}  [{}]\n", verdict(i.pass), i.text, i.detail))
+        .collect();
     let meta = bfq_suite::report::ReportMeta {
         sources: bfq_suite::reproduce::sources(),
         ..bfq_suite::report::ReportMeta::new(bfq_suite::cmdline::from_env(), a.seed)
     };
     let files = out
-        .commit(|dir| bfq_suite::report::write_all(dir, &ok, &meta, &items))
+        .commit(|dir| {
+            let mut files = bfq_suite::report::write_all(dir, &ok, &meta, &items)?;
+            if !cpu_items.is_empty() {
+                let path = dir.join(CPU_CHECKLIST_FILE);
+                std::fs::write(&path, &cpu_text)?;
+                files.push(path);
+            }
+            Ok::<_, std::io::Error>(files)
+        })
         .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", a.out.display()))?;
     println!(
         "{} runs in {:.1} s; {} files in {} (open {})",
@@ -357,7 +379,6 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
     println!();
     println!("Checklist of the seeds' claims:");
     let passed = items.iter().filter(|i| i.pass).count();
-    let verdict = |pass: bool| if pass { "PASS" } else { "FAIL" };
     for i in &items {
         println!("  {} {}  [{}]", verdict(i.pass), i.text, i.detail);
         if let Some(n) = &i.newest {
@@ -366,8 +387,23 @@ fn reproduce(a: ReproduceArgs) -> Result<()> {
         }
     }
     println!("{passed} of {} claims pass.", items.len());
+    println!();
+    if cpu_items.is_empty() {
+        println!(
+            "Seed 003's CPU claim ({}): not measured; `--cpu-time` measures it (wall clock, not reproducible).",
+            bfq_suite::reproduce::CPU_CLAIM.id
+        );
+    } else {
+        println!(
+            "Seed 003's CPU claim, measured on this machine (wall clock, not reproducible; {CPU_CHECKLIST_FILE}):"
+        );
+        print!("{}", cpu_text.lines().map(|l| format!("  {l}\n")).collect::<String>());
+    }
     Ok(())
 }
+
+/// File of seed 003's CPU-claim lines, written beside cpu.json by `bfq reproduce --cpu-time` (not reproducible).
+const CPU_CHECKLIST_FILE: &str = "cpu-checklist.txt";
 
 #[cfg(test)]
 mod tests {

@@ -30,6 +30,7 @@ pub mod scheduler;
 pub mod slab;
 pub mod tags;
 pub mod text;
+pub mod tick;
 pub mod tunables;
 pub mod types;
 pub mod wrap;

@@ -65,6 +65,14 @@ pub trait Scheduler: Send {
     fn check_invariants(&self) -> Result<(), InvariantViolation> {
         Ok(())
     }
+
+    /// The host kernel ticks `hz` times per second ([`crate::tick`]). A policy whose kernel armed its timers in
+    /// jiffies (3.13's CFQ, BFQ v7r2) rounds them to the tick from now on and takes its jiffy-valued defaults at
+    /// this HZ; the default (every policy on high-resolution timers, or without timers) ignores it. Called once,
+    /// before the first request; without a call, timers are exact to the nanosecond.
+    fn set_timer_hz(&mut self, hz: u32) {
+        let _ = hz;
+    }
 }
 
 /// A broken internal invariant of a policy or model: which structure and what was found.

@@ -74,6 +74,9 @@ impl<H: Hooks> Scheduler for Wrapped<H> {
     fn queued(&self) -> usize {
         self.hooks.queued(self.inner.queued())
     }
+    fn set_timer_hz(&mut self, hz: u32) {
+        self.inner.set_timer_hz(hz)
+    }
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {
         let inner = self.inner.depth_limit(dir, sync, nr_requests);
         self.hooks.depth_limit(dir, sync, nr_requests, inner)

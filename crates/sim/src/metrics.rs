@@ -88,6 +88,10 @@ pub struct Metrics {
     pub per_flow: BTreeMap<FlowId, FlowBytes>,
     /// Latency from request creation (allocation) to completion, per direction.
     pub latency: [LatencyHistogram; 2],
+    /// Longest wait from a request's insertion into the policy (after any wait for a tag) to its dispatch to the
+    /// device, per direction, ns: how long the policy held it (a merged request counts each part from its own
+    /// insertion).
+    pub dispatch_wait_max: [Time; 2],
     /// Requests sent to the device (after merging).
     pub device_requests: u64,
     /// Requests created by the host (before merging).

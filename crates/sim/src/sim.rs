@@ -41,6 +41,10 @@ pub struct HostConfig {
     /// Writeback throttling (blk-wbt) with this read latency target (`wbt_lat_usec`), ns; `None`: no throttling
     /// (the 3.13 block layer, or BFQ, which disables it). See [`crate::host::wbt`].
     pub wbt_target: Option<Time>,
+    /// The kernel's timer tick, ticks per second (`CONFIG_HZ`): policies whose kernel armed timers in jiffies
+    /// round them to it ([`bfq_sched::tick`], [`Scheduler::set_timer_hz`]). `None` (the default): exact,
+    /// high-resolution timers.
+    pub timer_hz: Option<u32>,
 }
 
 impl Default for HostConfig {
@@ -56,6 +60,7 @@ impl Default for HostConfig {
             copy_ns_per_kib: 250,
             time_policy: true,
             wbt_target: None,
+            timer_hz: None,
         }
     }
 }
@@ -112,6 +117,8 @@ struct BlockReq {
     /// request).
     tagless: bool,
     created: Time,
+    /// When it entered the policy (after any wait for a tag); 0 until then.
+    inserted: Time,
     waiters: Vec<OpKey>,
 }
 
@@ -212,6 +219,9 @@ impl Simulation {
         // policies from the device's tag set.
         let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
+        if let Some(hz) = host.timer_hz {
+            driver.policy_mut().set_timer_hz(hz);
+        }
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let mut device = device;
         device.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
@@ -677,6 +687,7 @@ impl Simulation {
                         meta,
                         tagless: false,
                         created: self.now,
+                        inserted: 0,
                         waiters: vec![opid],
                     });
                     self.ops.get_mut(opid).expect("op").deps += 1;
@@ -854,6 +865,7 @@ impl Simulation {
                 meta: false,
                 tagless: false,
                 created: self.now,
+                inserted: 0,
                 waiters: Vec::new(),
             });
             self.reading.insert((file, page), (pages, id));
@@ -946,6 +958,9 @@ impl Simulation {
     /// Inserts block request `id`, which holds a tag (or merges without one), into the policy.
     fn insert(&mut self, id: ReqKey) {
         let Some(rq) = self.policy_request(id) else { return };
+        if let Some(r) = self.reqs.get_mut(id) {
+            r.inserted = self.now;
+        }
         self.timed(|d, now| d.insert(rq, now));
     }
 
@@ -976,6 +991,12 @@ impl Simulation {
         for rq in out.drain(..) {
             self.metrics.device_requests += 1;
             let (id, read) = (rq.id.0, rq.dir == Direction::Read);
+            for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
+                if let Some(r) = self.reqs.get(Self::request_key(id)) {
+                    let w = &mut self.metrics.dispatch_wait_max[r.dir.index()];
+                    *w = (*w).max(self.now - r.inserted);
+                }
+            }
             let tag = self.on_device.insert(rq);
             let slot = tag.index() as usize;
             if self.dispatched_at.len() <= slot {
@@ -1120,6 +1141,7 @@ impl Simulation {
                     meta: false,
                     tagless: false,
                     created: self.now,
+                    inserted: 0,
                     waiters: Vec::new(),
                 });
                 self.writing.insert((file, page), id);

@@ -22,12 +22,12 @@ pub const FAIRNESS_DURATION: Time = 30 * SEC;
 
 /// The simulation of `exp` on `device` and the device's name.
 fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simulation, String), ScenarioError> {
-    let cfg = bfq_sim::device::resolve(device)?;
+    let cfg = crate::scenario::device_config(exp, device)?;
     let (dev, policy, wbt_target) = crate::scenario::sim_stack(exp, &cfg)?;
     let host = HostConfig {
         time_policy,
         wbt_target,
-        ..HostConfig::default()
+        ..crate::scenario::host_config(exp)
     };
     Ok((
         Simulation::new(dev, policy, host, exp.settings.seed),

@@ -154,6 +154,30 @@ pub struct Settings {
     /// Simulator: the queue's writeback-throttling latency target (`wbt_lat_usec`), µs, 0 to switch it off;
     /// `None` for what the era's kernel gives the scheduler ([`crate::Era::wbt_target`]).
     pub wbt_lat_us: Option<u64>,
+    /// The simulated host kernel's timer tick, ticks per second (`CONFIG_HZ`): the idle timers of the policies
+    /// whose kernel armed them in jiffies (bfq-v7r2, cfq) fire on a tick of 1000/HZ ms and their `HZ / 125`
+    /// defaults truncate ([`bfq_sched::tick`]). `None` (the default): exact high-resolution timers. Simulator
+    /// only; recorded in [`crate::RunResult::scenario`] as `HZ=<n>`.
+    pub timer_hz: Option<u32>,
+    /// The device's own reordering of its internal queue (the SATA SSD model's preference for commands that
+    /// continue a sequential stream). `false` makes the device serve its queue oldest first (prefetching stays);
+    /// only the SSD model has such a queue. Simulator only; recorded as `device_reordering=off`.
+    pub device_reordering: bool,
+}
+
+impl Settings {
+    /// The scenario settings that differ from the defaults, as `key=value` labels for
+    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`.
+    pub fn scenario_labels(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(hz) = self.timer_hz {
+            out.push(format!("HZ={hz}"));
+        }
+        if !self.device_reordering {
+            out.push("device_reordering=off".to_string());
+        }
+        out
+    }
 }
 
 impl Default for Settings {
@@ -169,6 +193,8 @@ impl Default for Settings {
             app_latency: false,
             real: RealOptions::default(),
             wbt_lat_us: None,
+            timer_hz: None,
+            device_reordering: true,
         }
     }
 }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod benchmarks;
+pub mod claims_doc;
 pub mod cmdline;
 pub mod experiment;
 pub mod limits;

@@ -69,6 +69,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
     let job = |device: &str, sched: &str, work: Work, seed: u64, rep: u32| {
         let mut e = Experiment::new(Target::Sim(device.to_string()), sched, work);
         e.settings.seed = seed;
+        e.settings.timer_hz = seed_host_hz(device);
         e.rep = rep;
         e
     };
@@ -100,7 +101,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
             "seagate-hdd",
             &["0r0w", "10r-seq", "5r5w-seq"],
             &["xterm"],
-            &["1r-seq", "10r-seq", "10r-rand"],
+            &["1r-seq", "10r-seq", "10r-rand", "5r5w-rand"],
         );
         add(
             "plextor-ssd",
@@ -190,7 +191,79 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
             jobs.push(job(IOZONE_DEVICE, s, work, seed, 0));
         }
     }
+    // The runs only the claims of issue 20 need (seeds 000, 001 and 004; see `CLAIMS` from `startup-throughput`).
+    let bfq_and_cfq: Vec<&str> = scheds
+        .iter()
+        .copied()
+        .filter(|s| ["bfq", SEED_ERA_BFQ, "cfq"].contains(s))
+        .collect();
+    for rep in 0..reps {
+        let seed = seed + u64::from(rep);
+        // 004 figure 11: xterm on the 1.8-inch HDD with exact timers beside the seed's HZ=100 (the quick matrix also
+        // runs the HZ=100 reference, which the full one has in its figure-10-11 runs).
+        for &s in &bfq_and_cfq {
+            for w in ["0r0w", "5r-seq", "5r-rand"] {
+                let hzs: &[Option<u32>] = if quick { &[Some(100), None] } else { &[None] };
+                for &hz in hzs {
+                    let mut j = job("toshiba-1.8-hdd", s, Work::background(w, Some("xterm")), seed, rep);
+                    j.settings.timer_hz = hz;
+                    jobs.push(j);
+                }
+            }
+        }
+        // 004 figures 12 and 14 for the quick matrix: bfq and cfq throughput on the microSDHC card and the eMMC.
+        if quick {
+            for d in ["transcend-microsd", "sandisk-emmc"] {
+                for &s in &bfq_and_cfq {
+                    for w in ["1r-seq", "5r-seq", "5r-rand"] {
+                        let mut j = job(d, s, Work::Throughput { workload: w.into() }, seed, rep);
+                        j.settings.duration = Some(default_throughput_duration(Era::Current));
+                        jobs.push(j);
+                    }
+                }
+            }
+        }
+        // 004 figures 8-9: start-up on the SSD with its internal reordering switched off.
+        let (apps, workloads): (&[&str], &[&str]) = if quick {
+            (&["xterm"], &["0r0w", "10r-seq"])
+        } else {
+            (&["xterm", "oowriter"], &["0r0w", "10r-seq", "10r-rand"])
+        };
+        for &s in scheds
+            .iter()
+            .filter(|s| ["bfq", SEED_ERA_BFQ, "cfq", "deadline", "noop"].contains(s))
+        {
+            for &app in apps {
+                for &w in workloads {
+                    let mut j = job("plextor-ssd", s, Work::background(w, Some(app)), seed, rep);
+                    j.settings.device_reordering = false;
+                    jobs.push(j);
+                }
+            }
+        }
+    }
     Plan { jobs, skipped }
+}
+
+/// The timer tick (HZ) of the host each seed measured a device on, where it matters: the ARM embedded system of
+/// seed 004's 1.8-inch HDD (figures 10-11), taken as HZ=100, a common tick of such systems (the seed names only
+/// the "coarse granularity of kernel time ticks"). Every other device ran on a desktop, modelled with exact timers.
+pub const SEED_HOST_HZ: [(&str, u32); 1] = [("toshiba-1.8-hdd", 100)];
+
+/// The timer tick of the host the seeds measured `device` on ([`SEED_HOST_HZ`]); `None`: exact timers.
+pub fn seed_host_hz(device: &str) -> Option<u32> {
+    SEED_HOST_HZ.iter().find(|(d, _)| *d == device).map(|&(_, hz)| hz)
+}
+
+/// Whether `r` ran in the scenario the seeds measured its device in (its host's tick, the device's own
+/// reordering): the runs every claim is judged on. The others are the comparisons some claims make (exact timers
+/// on the 1.8-inch HDD, the SSD without reordering).
+pub fn is_reference_run(r: &RunResult) -> bool {
+    let want: Vec<String> = seed_host_hz(&r.device)
+        .map(|hz| format!("HZ={hz}"))
+        .into_iter()
+        .collect();
+    r.scenario == want
 }
 
 /// The seed figure or table behind each (benchmark, device, application) group of report figures, in report order;
@@ -250,13 +323,13 @@ const FIGURE_SOURCES: [(Benchmark, &str, Option<&str>, &str); 21] = [
         Benchmark::Startup,
         "plextor-ssd",
         Some("xterm"),
-        "seed 004, figure 8; seed 001 (Plextor SSD, xterm)",
+        "seed 004, figure 8; seed 001 (Plextor SSD, xterm); columns [device_reordering=off]: the SSD serving its queue oldest first",
     ),
     (
         Benchmark::Startup,
         "plextor-ssd",
         Some("oowriter"),
-        "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name)",
+        "seed 004, figure 9; seed 001 (Plextor SSD, lowriter: the same application under its later name); columns [device_reordering=off]: the SSD serving its queue oldest first",
     ),
     (
         Benchmark::Startup,
@@ -268,13 +341,13 @@ const FIGURE_SOURCES: [(Benchmark, &str, Option<&str>, &str); 21] = [
         Benchmark::Throughput,
         "toshiba-1.8-hdd",
         None,
-        "seed 004, figure 10 (1.8-inch Toshiba HDD)",
+        "seed 004, figure 10 (1.8-inch Toshiba HDD; its embedded host taken at HZ=100)",
     ),
     (
         Benchmark::Startup,
         "toshiba-1.8-hdd",
         Some("xterm"),
-        "seed 004, figure 11",
+        "seed 004, figure 11 (columns [HZ=100]: the seed's embedded host; plain columns: exact timers, for the coarse-tick claim)",
     ),
     (
         Benchmark::Throughput,
@@ -429,7 +502,7 @@ pub struct Claim {
 pub const SEED_ERA_BFQ: &str = "bfq-v7r2";
 
 /// The seeds' claims, in checklist order.
-pub const CLAIMS: [Claim; 8] = [
+pub const CLAIMS: [Claim; 15] = [
     Claim {
         id: "startup-vs-cfq",
         source: "seed 000; seed 004, figures 2 and 5",
@@ -503,21 +576,120 @@ pub const CLAIMS: [Claim; 8] = [
         check: iozone_one_thread,
         eras: None,
     },
+    // Issue 20: every further measurable sentence of the seeds (keep this block contiguous).
+    Claim {
+        id: "startup-throughput",
+        source: "seed 000 (aggregate throughput during the start-up tests)",
+        description: "while an application starts under a heavy workload, bfq's aggregate throughput against cfq's: \
+                      with konsole under sequential-only workloads at most 20% lower, with bash and xterm up to 30% \
+                      higher",
+        check: startup_throughput,
+        eras: Some(
+            "both raise the application's queues and idle for them, which costs the background's sequential streams; v7r2 never preempts and keeps one request per idle window in the drive, newest preempts for a raised newcomer and injects the background's requests while idling",
+        ),
+    },
+    Claim {
+        id: "startup-ratio-by-kernel",
+        source: "seed 000 (5-9x under 2.6.32, 6-14x under 2.6.35)",
+        description: "the range of cfq's start-up time over bfq's across applications and heavy workloads is 5-9x \
+                      with 2.6.32 and 6-14x with 2.6.35 (judged against their union, 5-14x: no 2010 kernel is \
+                      modelled)",
+        check: startup_ratio_by_kernel,
+        eras: Some(
+            "neither era is a 2010 release: v7r2 (3.13) raises x20 for R x T / peak rate and never preempts; newest raises x30 for 3-25 s, preempts and injects",
+        ),
+    },
+    Claim {
+        id: "bounded-wait",
+        source: "seed 001 (lowriter under 5r5w-seq: any queued request is dispatched within a maximum wait)",
+        description: "under bfq no request waits longer than the bound its FIFO expiry and budget timeout imply",
+        check: bounded_wait,
+        eras: Some(
+            "same FIFO expiries (125 ms sync, 250 ms async) and budget timeout (125 ms); v7r2 times async slots out after 40 ms and charges async writes x11 (newest x3); newest injects other queues' requests while idling",
+        ),
+    },
+    Claim {
+        id: "rand-mixed-throughput",
+        source: "seed 004, figures 1 and 4 (5r5w-rand)",
+        description: "with 5 random readers and 5 random writers every scheduler reaches about the same throughput \
+                      on the HDDs (the lowest within 10% of the highest)",
+        check: rand_mixed_throughput,
+        eras: Some(
+            "v7r2 keeps a random reader's idle window and idles after each request; newest does not idle for seeky queues on a queueing disk; both send writeback through one async queue",
+        ),
+    },
+    Claim {
+        id: "flash-like-cfq",
+        source: "seed 004, figures 12 and 14 (microSDHC card, eMMC)",
+        description: "on the microSDHC card and the eMMC bfq and cfq reach about the same throughput for each \
+                      workload (within 10%)",
+        check: flash_like_cfq,
+        eras: Some(
+            "on a non-queueing flash device both idle for sync queues; v7r2 charges a full budget to slow queues, newest charges time; newest injects while idling",
+        ),
+    },
+    Claim {
+        id: "coarse-tick",
+        source: "seed 004, figure 11 (1.8-inch HDD on an embedded system)",
+        description: "on the 1.8-inch HDD bfq starts xterm later under 5r-rand than under the other workloads, which \
+                      the seed blames on the embedded system's coarse timer tick: worse with HZ=100 than with exact \
+                      timers",
+        check: coarse_tick,
+        eras: Some(
+            "v7r2 (3.13) arms its idle timer in jiffies and its slice_idle default is HZ/125 jiffies, 0 at HZ=100 (no idling at all); newest uses a high-resolution timer and ns defaults, so HZ changes nothing",
+        ),
+    },
+    Claim {
+        id: "ssd-reordering",
+        source: "seed 004, figures 8 and 9 (Plextor SSD start-up)",
+        description: "on the SSD the other schedulers' high start-up times under sequential readers come also from the \
+                      device favouring sequential streams in its internal queue: they start faster with that \
+                      reordering off, while bfq stays near its idle time either way",
+        check: ssd_reordering,
+        eras: Some(
+            "v7r2 idles on the SSD only for raised queues (it detects NCQ); newest idles for guarantees (a raised queue) and injects meanwhile; neither controls the device's internal queue beyond how many requests it lets in",
+        ),
+    },
 ];
+
+/// Seed 003's CPU claim, checked by [`cpu_checklist`] on the policies' measured wall-clock cost, which is not
+/// reproducible: it is never part of [`checklist`], whose lines go into the deterministic report files.
+pub const CPU_CLAIM: Claim = Claim {
+    id: "policy-cpu-cost",
+    source: "seed 003, tests 1 and 2 (CPU cost)",
+    description: "noop costs the least CPU and deadline the most (of cfq, deadline, anticipatory and noop), from the \
+                  policies' measured wall-clock time per request in the iozone runs (bfq reproduce --cpu-time)",
+    check: cpu_cost,
+    eras: None,
+};
+
+/// The lower of two throughputs is "about the same" as the higher when at least this fraction of it (seed 004's
+/// "about the same performance"; the seeds give no figure, so the scale of seed 003's "hardly different", 9.6%,
+/// rounded to 10%).
+pub const ABOUT_THE_SAME: f64 = 0.90;
 
 /// The measurements the claims are evaluated on, with the devices in first-seen order.
 pub struct Evidence<'a> {
-    /// Every run.
+    /// The runs in the scenario the seeds measured ([`is_reference_run`]): what every claim is judged on.
     pub runs: &'a [RunResult],
+    /// Every run, the comparison scenarios included (exact timers on the 1.8-inch HDD, the SSD without its
+    /// reordering), for the claims that compare scenarios.
+    pub all: &'a [RunResult],
     /// Devices of the runs, first-seen order.
     pub devices: Vec<String>,
 }
 
 impl<'a> Evidence<'a> {
-    /// The evidence of `runs`.
+    /// The evidence of `runs`, all of them in the seeds' scenario.
     pub fn new(runs: &'a [RunResult]) -> Evidence<'a> {
+        Evidence::with_comparisons(runs, runs)
+    }
+
+    /// The evidence of the reference runs `runs` ([`is_reference_run`]) and of `all` the runs.
+    pub fn with_comparisons(runs: &'a [RunResult], all: &'a [RunResult]) -> Evidence<'a> {
         Evidence {
             runs,
+            all,
             devices: distinct(runs.iter().map(|r| r.device.clone())),
         }
     }
@@ -533,10 +705,20 @@ impl<'a> Evidence<'a> {
 /// carries the newest `bfq`'s figure and verdict beside it, with where the two eras differ; without runs of the
 /// seed's era it is judged with `bfq` alone.
 pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
-    let evidence = Evidence::new(rs);
+    checklist_by_claim(rs)
+        .into_iter()
+        .flat_map(|(_, items)| items)
+        .collect()
+}
+
+/// [`checklist`], with each claim's lines beside it (in [`CLAIMS`] order; a claim the runs do not cover has none).
+pub fn checklist_by_claim(rs: &[RunResult]) -> Vec<(&'static Claim, Vec<ChecklistItem>)> {
+    let reference: Vec<RunResult> = rs.iter().filter(|r| is_reference_run(r)).cloned().collect();
+    let evidence = Evidence::with_comparisons(&reference, rs);
     let has_seed_era = rs.iter().any(|r| r.scheduler == SEED_ERA_BFQ);
-    let mut out = Vec::new();
+    let mut all = Vec::new();
     for claim in &CLAIMS {
+        let mut out = Vec::new();
         let newest = (claim.check)(&evidence, "bfq");
         match claim.eras {
             Some(why) if has_seed_era => {
@@ -554,8 +736,9 @@ pub fn checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
             }
             _ => out.extend(newest),
         }
+        all.push((claim, out));
     }
-    out
+    all
 }
 
 /// Start-up with bfq 5-14x lower than with cfq under heavy loads.
@@ -829,6 +1012,511 @@ fn iozone_one_thread(ev: &Evidence, _bfq: &str) -> Vec<ChecklistItem> {
     )]
 }
 
+/// Mean aggregate throughput of the start-up runs of `app` under `wl`, MB/s (the window around the start-up).
+fn startup_throughput_of(rs: &[RunResult], dev: &str, sched: &str, app: &str, wl: &str) -> Option<f64> {
+    mean(
+        rs.iter()
+            .filter(|r| {
+                r.benchmark == Benchmark::Startup
+                    && r.device == dev
+                    && r.scheduler == sched
+                    && r.app.as_deref() == Some(app)
+                    && same_workload(&r.workload, wl)
+            })
+            .map(|r| r.throughput_mbps),
+    )
+}
+
+/// Seed 000: aggregate throughput during the start-up tests, bfq against cfq, on the Seagate HDD (the seed's
+/// desktop disk). konsole: the largest loss under the sequential-only workloads (10r-seq, 5r5w-seq) must be at
+/// most 20%; bash and xterm: the largest gain over the heavy workloads must be a gain of at most 30%.
+fn startup_throughput(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let dev = "seagate-hdd";
+    let mut out = Vec::new();
+    for app in ["bash", "xterm", "konsole"] {
+        let konsole = app == "konsole";
+        let workloads: &[&str] = if konsole { &["10r-seq", "5r5w-seq"] } else { &HEAVY };
+        let ratios: Vec<(&str, f64, f64)> = workloads
+            .iter()
+            .filter_map(|wl| {
+                let b = startup_throughput_of(rs, dev, bfq, app, wl)?;
+                let c = startup_throughput_of(rs, dev, "cfq", app, wl)?;
+                (c > 0.0).then_some((*wl, b, c))
+            })
+            .collect();
+        let pick = |worst: bool| {
+            ratios.iter().copied().reduce(|a, x| {
+                let better = x.1 / x.2 > a.1 / a.2;
+                if better != worst {
+                    x
+                } else {
+                    a
+                }
+            })
+        };
+        let Some((wl, b, c)) = pick(konsole) else {
+            continue;
+        };
+        let pct = (b / c - 1.0) * 100.0;
+        let (text, pass) = if konsole {
+            (
+                format!(
+                    "{app} start-up on {dev}, aggregate throughput under sequential-only workloads: {bfq} {pct:+.1}% \
+                     against cfq at worst, under {wl} (seed 000: at most 20% lower)"
+                ),
+                pct >= -20.0,
+            )
+        } else {
+            (
+                format!(
+                    "{app} start-up on {dev}, aggregate throughput under heavy workloads: {bfq} {pct:+.1}% against \
+                     cfq at best, under {wl} (seed 000: up to 30% higher)"
+                ),
+                (0.0..=30.0).contains(&pct),
+            )
+        };
+        let each = ratios
+            .iter()
+            .map(|(w, b, c)| format!("{w} {b:.1}/{c:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push(ChecklistItem::new(text, pass, format!("{bfq}/cfq MB/s: {each}")));
+    }
+    out
+}
+
+/// Seed 000: the range of cfq/bfq start-up ratios over bash, xterm and konsole and the heavy workloads on the
+/// Seagate HDD, against 5-9x (2.6.32) and 6-14x (2.6.35), judged on their union. A cfq timeout counts as a ratio of
+/// more than 60 s over bfq's time.
+fn startup_ratio_by_kernel(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let dev = "seagate-hdd";
+    let mut ratios: Vec<(String, f64, bool)> = Vec::new();
+    for app in ["bash", "xterm", "konsole"] {
+        for wl in HEAVY {
+            let (Some(Some(b)), Some(c)) = (startup(rs, dev, bfq, app, wl), startup(rs, dev, "cfq", app, wl)) else {
+                continue;
+            };
+            match c {
+                Some(c) => ratios.push((format!("{app} {wl}"), c / b, false)),
+                None => ratios.push((format!("{app} {wl}"), 60.0 / b, true)),
+            }
+        }
+    }
+    if ratios.is_empty() {
+        return Vec::new();
+    }
+    let lo = ratios.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().map(|r| r.1).fold(0.0f64, f64::max);
+    let timed_out = ratios.iter().any(|r| r.2);
+    let in_range = |a: f64, b: f64| lo >= a && hi <= b;
+    vec![ChecklistItem::new(
+        format!(
+            "start-up on {dev}, cfq over {bfq} across {} app/workload pairs: {lo:.1}x to {}{hi:.1}x (seed 000: 5-9x \
+             under 2.6.32, 6-14x under 2.6.35; within 2.6.32's: {}, 2.6.35's: {})",
+            ratios.len(),
+            if timed_out { "more than " } else { "" },
+            if in_range(5.0, 9.0) { "yes" } else { "no" },
+            if in_range(6.0, 14.0) { "yes" } else { "no" },
+        ),
+        in_range(5.0, 14.0),
+        format!(
+            "{}; no 2010 kernel is modelled, so the union 5-14x decides",
+            ratios
+                .iter()
+                .map(|(k, r, x)| format!("{k} {}{r:.1}x", if *x { ">" } else { "" }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    )]
+}
+
+/// The default of tunable `key` of policy `sched`, in its sysfs unit (ms for times), if it has one.
+fn tunable_default(sched: &str, key: &str) -> Option<f64> {
+    let p = bfq_sched::find(sched)?;
+    let t = p.tunables.iter().find(|t| t.name == key)?;
+    Some(t.default_for(&bfq_sched::DeviceInfo::hdd()) as f64)
+}
+
+/// The longest a request can wait under BFQ with `n` busy queues, ms, from its FIFO expiry and budget timeout: a
+/// slot lasts at most the budget timeout (`timeout_sync`, the longer of the two) plus one idle wait (`slice_idle`),
+/// so with equal weights a round in which each busy queue is served once lasts at most `n` such slots. A request
+/// that arrives just after its queue's FIFO was checked waits at most one round for the next check, by which it has
+/// either expired (then it is dispatched first) or waited less than its FIFO expiry; then at most one more round.
+/// Hence `fifo_expire + 2 n (timeout_sync + slice_idle)`. Weight raising breaks the equal-weights premise: a raised
+/// queue may be served up to its raising coefficient times per round.
+pub fn wait_bound_ms(sched: &str, write: bool, n: u32) -> Option<f64> {
+    let fifo = tunable_default(sched, if write { "fifo_expire_async" } else { "fifo_expire_sync" })?;
+    let slot = tunable_default(sched, "timeout_sync")? + tunable_default(sched, "slice_idle")?;
+    Some(fifo + 2.0 * f64::from(n) * slot)
+}
+
+/// Seed 001: per HDD and heavy workload, the longest any read and any write waited in bfq before its dispatch, in
+/// bfq's start-up runs (every application), against [`wait_bound_ms`] with one queue per background process, one for the application and
+/// one for the flusher's writeback when there are writers.
+fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev
+        .devices
+        .iter()
+        .filter(|d| d.as_str() == "hitachi-hdd" || d.as_str() == "seagate-hdd")
+    {
+        for wl in HEAVY {
+            let runs: Vec<&RunResult> = rs
+                .iter()
+                .filter(|r| {
+                    r.benchmark == Benchmark::Startup
+                        && &r.device == dev
+                        && r.scheduler == bfq
+                        && same_workload(&r.workload, wl)
+                })
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let Ok(spec) = WorkloadSpec::parse(wl) else {
+                continue;
+            };
+            let n = spec.readers + spec.writers + 1 + u32::from(spec.writers > 0);
+            let max_of = |key: &str| {
+                runs.iter()
+                    .filter_map(|r| r.extra.get(key).map(|&v| (v, r.app.clone().unwrap_or_default())))
+                    .reduce(|a, b| if b.0 > a.0 { b } else { a })
+            };
+            let (Some(read_bound), Some(write_bound)) = (wait_bound_ms(bfq, false, n), wait_bound_ms(bfq, true, n))
+            else {
+                continue;
+            };
+            let read = max_of("read_wait_max_ms");
+            let write = max_of("write_wait_max_ms");
+            if read.is_none() && write.is_none() {
+                continue;
+            }
+            let show = |m: &Option<(f64, String)>, bound: f64| match m {
+                Some((v, app)) => format!("{v:.0} ms ({app}; bound {bound:.0} ms)"),
+                None => "none".to_string(),
+            };
+            let pass =
+                read.as_ref().is_none_or(|r| r.0 <= read_bound) && write.as_ref().is_none_or(|w| w.0 <= write_bound);
+            // Each application's own longest waits (seed 001 names lowriter under 5r5w-seq), in ms, read/write.
+            let per_app = distinct(runs.iter().filter_map(|r| r.app.clone()))
+                .into_iter()
+                .map(|app| {
+                    let of = |key: &str| {
+                        runs.iter()
+                            .filter(|r| r.app.as_deref() == Some(app.as_str()))
+                            .filter_map(|r| r.extra.get(key).copied())
+                            .reduce(f64::max)
+                            .map_or("-".to_string(), |v| format!("{v:.0}"))
+                    };
+                    format!("{app} {}/{}", of("read_wait_max_ms"), of("write_wait_max_ms"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            out.push(ChecklistItem::new(
+                format!(
+                    "longest wait of a request with {bfq} under {wl} on {dev}: read {}, write {} (seed 001: bounded \
+                     by FIFO expiry and budget timeout)",
+                    show(&read, read_bound),
+                    show(&write, write_bound)
+                ),
+                pass,
+                format!(
+                    "per application, read/write ms: {per_app}; {n} queues; bound = fifo_expire + 2 x {n} x \
+                     (timeout_sync + slice_idle); wait = insertion into the policy to dispatch, over {} start-up runs{}",
+                    runs.len(),
+                    if pass {
+                        ""
+                    } else {
+                        "; beyond the bound's premise of equal weights and equal charges per slot: raising (x20, x30) \
+                         and v7r2's full-budget charge of slow or timed-out queues let queues be served several times \
+                         per round (which of them did it here is not analysed)"
+                    }
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Seed 004, figures 1 and 4: under 5r5w-rand the lowest of bfq, cfq, deadline and noop is within
+/// [`ABOUT_THE_SAME`] of the highest, on each HDD.
+fn rand_mixed_throughput(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev.hdds() {
+        let all: Vec<(&str, f64)> = [bfq, "cfq", "deadline", "noop"]
+            .iter()
+            .filter_map(|s| throughput(rs, dev, s, "5r5w-rand").map(|t| (*s, t)))
+            .collect();
+        if all.len() < 2 || all[0].0 != bfq {
+            continue;
+        }
+        let lo = all.iter().map(|x| x.1).fold(f64::INFINITY, f64::min);
+        let hi = all.iter().map(|x| x.1).fold(0.0f64, f64::max);
+        let ratio = if hi > 0.0 { lo / hi } else { 1.0 };
+        out.push(ChecklistItem::new(
+            format!(
+                "5r5w-rand throughput on {dev}: the lowest of {bfq}, cfq, deadline, noop at {:.0}% of the highest \
+                 (seed 004: about the same; pass at 90% or more)",
+                ratio * 100.0
+            ),
+            ratio >= ABOUT_THE_SAME,
+            all.iter()
+                .map(|(s, t)| format!("{s} {t:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+                + " MB/s",
+        ));
+    }
+    out
+}
+
+/// Seed 004, figures 12 and 14: on the microSDHC card and the eMMC, bfq within [`ABOUT_THE_SAME`] of cfq (either
+/// way) for every throughput workload; one line per device with the farthest workload.
+fn flash_like_cfq(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let rs = ev.runs;
+    let mut out = Vec::new();
+    for dev in ev
+        .devices
+        .iter()
+        .filter(|d| d.as_str() == "transcend-microsd" || d.as_str() == "sandisk-emmc")
+    {
+        let workloads = distinct(
+            rs.iter()
+                .filter(|r| r.benchmark == Benchmark::Throughput && &r.device == dev && r.scheduler == bfq)
+                .map(|r| r.workload.clone()),
+        );
+        let pairs: Vec<(String, f64, f64)> = workloads
+            .into_iter()
+            .filter_map(|w| {
+                let b = throughput(rs, dev, bfq, &w)?;
+                let c = throughput(rs, dev, "cfq", &w)?;
+                Some((w, b, c))
+            })
+            .collect();
+        let closeness = |b: f64, c: f64| if b.max(c) > 0.0 { b.min(c) / b.max(c) } else { 1.0 };
+        let Some((wl, b, c)) = pairs
+            .iter()
+            .min_by(|x, y| closeness(x.1, x.2).total_cmp(&closeness(y.1, y.2)))
+            .cloned()
+        else {
+            continue;
+        };
+        let ratio = closeness(b, c);
+        out.push(ChecklistItem::new(
+            format!(
+                "throughput on {dev}, {bfq} against cfq: farthest under {wl}, the lower at {:.0}% of the higher \
+                 (seed 004: about the same for each workload; pass at 90% or more)",
+                ratio * 100.0
+            ),
+            ratio >= ABOUT_THE_SAME,
+            pairs
+                .iter()
+                .map(|(w, b, c)| format!("{w} {b:.2}/{c:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+                + &format!(" MB/s ({bfq}/cfq)"),
+        ));
+    }
+    out
+}
+
+/// Mean start-up over repetitions in the runs of `rs` that satisfy `keep`, `None` without runs, `Some(None)` if
+/// any timed out (X).
+fn startup_where(
+    rs: &[RunResult],
+    keep: impl Fn(&RunResult) -> bool,
+    dev: &str,
+    sched: &str,
+    app: &str,
+    wl: &str,
+) -> Option<Option<f64>> {
+    let picked: Vec<RunResult> = rs.iter().filter(|r| keep(r)).cloned().collect();
+    startup(&picked, dev, sched, app, wl)
+}
+
+/// A start-up as text: seconds, or X.
+fn shown(v: Option<f64>) -> String {
+    v.map_or("X".to_string(), |v| format!("{v:.2} s"))
+}
+
+/// Seed 004, figure 11: on the 1.8-inch HDD with the seed's tick (HZ=100), bfq's xterm start-up under 5r-rand is
+/// longer than under every other workload; and the tick is the cause: longer with HZ=100 than with exact timers.
+/// X ranks above every time.
+fn coarse_tick(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let dev = "toshiba-1.8-hdd";
+    let Some(hz) = seed_host_hz(dev) else {
+        return Vec::new();
+    };
+    let tick = format!("HZ={hz}");
+    let with_tick = |r: &RunResult| r.scenario == [tick.clone()];
+    let exact = |r: &RunResult| r.scenario.is_empty();
+    let rank = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+    let mut out = Vec::new();
+    let (Some(rand_hz), Some(rand_exact)) = (
+        startup_where(ev.all, with_tick, dev, bfq, "xterm", "5r-rand"),
+        startup_where(ev.all, exact, dev, bfq, "xterm", "5r-rand"),
+    ) else {
+        return out;
+    };
+    let others = |keep: &dyn Fn(&RunResult) -> bool| -> Vec<(String, Option<f64>)> {
+        ["0r0w", "5r-seq"]
+            .iter()
+            .filter_map(|w| startup_where(ev.all, keep, dev, bfq, "xterm", w).map(|v| (w.to_string(), v)))
+            .collect()
+    };
+    let worst = |v: &[(String, Option<f64>)]| v.iter().max_by(|a, b| rank(a.1).total_cmp(&rank(b.1))).cloned();
+    let (o_hz, o_exact) = (others(&with_tick), others(&exact));
+    let (Some((w_hz, v_hz)), Some((w_exact, v_exact))) = (worst(&o_hz), worst(&o_exact)) else {
+        return out;
+    };
+    out.push(ChecklistItem::new(
+        format!(
+            "xterm start-up on {dev} with {bfq} at {tick}: 5r-rand {} against the worst other workload's {} \
+             ({w_hz}) (seed 004: worse with 5r-rand than with the other workloads)",
+            shown(rand_hz),
+            shown(v_hz)
+        ),
+        rank(rand_hz) > rank(v_hz),
+        format!(
+            "with exact timers: 5r-rand {}, worst other {} ({w_exact}); at {tick} every workload: {}",
+            shown(rand_exact),
+            shown(v_exact),
+            o_hz.iter()
+                .map(|(w, v)| format!("{w} {}", shown(*v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+    out.push(ChecklistItem::new(
+        format!(
+            "xterm start-up on {dev} under 5r-rand with {bfq}: {} at {tick} against {} with exact timers (seed 004: \
+             the coarse tick is the cause)",
+            shown(rand_hz),
+            shown(rand_exact)
+        ),
+        rank(rand_hz) > rank(rand_exact),
+        if rank(rand_hz) > rank(rand_exact) {
+            format!(
+                "the tick also hurts the other workloads ({w_hz} {} at {tick}, {} exact): at HZ=100 the HZ/125-jiffy \
+                 idle default truncates to 0",
+                shown(v_hz),
+                shown(o_exact.iter().find(|(w, _)| *w == w_hz).and_then(|x| x.1))
+            )
+        } else {
+            "the tick changes nothing here: the policy ignores HZ (high-resolution timer) or never idles".to_string()
+        },
+    ));
+    out
+}
+
+/// Seed 004, figures 8-9: on the SSD under 10r-seq, cfq, deadline and noop start each application faster with the
+/// device's internal reordering off than on; bfq stays within 1.5x of its idle time either way.
+fn ssd_reordering(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
+    let dev = "plextor-ssd";
+    let on = |r: &RunResult| r.scenario.is_empty();
+    let off = |r: &RunResult| r.scenario == ["device_reordering=off"];
+    let rank = |v: Option<f64>| v.unwrap_or(f64::INFINITY);
+    let mut out = Vec::new();
+    for app in ["xterm", "oowriter"] {
+        let wl = "10r-seq";
+        let get = |keep: &dyn Fn(&RunResult) -> bool, s: &str, w: &str| startup_where(ev.all, keep, dev, s, app, w);
+        let (Some(b_on), Some(b_off), Some(Some(idle_on)), Some(Some(idle_off))) = (
+            get(&on, bfq, wl),
+            get(&off, bfq, wl),
+            get(&on, bfq, "0r0w"),
+            get(&off, bfq, "0r0w"),
+        ) else {
+            continue;
+        };
+        let others: Vec<(&str, Option<f64>, Option<f64>)> = ["cfq", "deadline", "noop"]
+            .into_iter()
+            .filter_map(|s| Some((s, get(&on, s, wl)?, get(&off, s, wl)?)))
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        let faster = others.iter().all(|(_, a, b)| rank(*b) < rank(*a));
+        let near = |v: Option<f64>, idle: f64| rank(v) <= 1.5 * idle;
+        out.push(ChecklistItem::new(
+            format!(
+                "{app} start-up under {wl} on {dev}, device reordering on -> off: {} (seed 004: the others' high \
+                 start-up comes also from the device favouring sequential streams); {bfq} {} -> {}",
+                others
+                    .iter()
+                    .map(|(s, a, b)| format!("{s} {} -> {}", shown(*a), shown(*b)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                shown(b_on),
+                shown(b_off)
+            ),
+            faster && near(b_on, idle_on) && near(b_off, idle_off),
+            format!(
+                "pass: each of the others faster with reordering off, {bfq} within 1.5x of idle ({idle_on:.2} s, \
+                 {idle_off:.2} s off) both ways; off = the device serves its queue oldest first, prefetching stays"
+            ),
+        ));
+    }
+    out
+}
+
+/// Seed 003's CPU claim ([`CPU_CLAIM`]) on the iozone runs that measured their policy's wall-clock time: per thread
+/// count, noop the cheapest and deadline the dearest per request of cfq, deadline, anticipatory and noop. Not
+/// reproducible; empty when nothing was measured.
+fn cpu_cost(ev: &Evidence, _bfq: &str) -> Vec<ChecklistItem> {
+    let mut out = Vec::new();
+    let runs: Vec<&RunResult> = ev
+        .all
+        .iter()
+        .filter(|r| r.benchmark == Benchmark::Iozone && r.sched_cpu_ns_per_request.is_some())
+        .collect();
+    for label in distinct(runs.iter().map(|r| r.workload.clone())) {
+        let cost: Vec<(&str, f64)> = ["cfq", "deadline", "anticipatory", "noop"]
+            .into_iter()
+            .filter_map(|s| {
+                mean(
+                    runs.iter()
+                        .filter(|r| r.workload == label && r.scheduler == s)
+                        .filter_map(|r| r.sched_cpu_ns_per_request),
+                )
+                .map(|c| (s, c))
+            })
+            .collect();
+        if cost.len() < 2 {
+            continue;
+        }
+        let cheapest = cost.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|x| x.0);
+        let dearest = cost.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|x| x.0);
+        out.push(ChecklistItem::new(
+            format!(
+                "iozone {label}, policy CPU per request: cheapest {}, dearest {} (seed 003: noop the least, deadline \
+                 the most)",
+                cheapest.unwrap_or("-"),
+                dearest.unwrap_or("-")
+            ),
+            cheapest == Some("noop") && dearest == Some("deadline"),
+            format!(
+                "{} ns/request, wall clock on this machine; the seed's CPU% is the whole system's per second, which \
+                 grows with throughput (deadline wrote fastest with 10 threads), ours the policy's alone per request",
+                cost.iter()
+                    .map(|(s, c)| format!("{s} {c:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    out
+}
+
+/// The CPU-cost lines of seed 003 ([`CPU_CLAIM`]) from the runs that measured their policy's wall-clock time (`bfq
+/// reproduce --cpu-time`): reported beside the checklist, never in the deterministic files.
+pub fn cpu_checklist(rs: &[RunResult]) -> Vec<ChecklistItem> {
+    (CPU_CLAIM.check)(&Evidence::new(rs), "bfq")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -870,14 +1558,23 @@ mod tests {
                 ("fairness-by-weight", 0),
                 ("heavy-app-x", 0),
                 ("iozone-one-thread", 0),
+                ("startup-throughput", 1),
+                ("startup-ratio-by-kernel", 1),
+                ("bounded-wait", 0),
+                ("rand-mixed-throughput", 1),
+                ("flash-like-cfq", 0),
+                ("coarse-tick", 0),
+                ("ssd-reordering", 0),
             ]
         );
         let flat: Vec<ChecklistItem> = per_claim.into_iter().flat_map(|(_, items)| items).collect();
         assert_eq!(checklist(&rs), flat);
         // bfq 4-14x faster than cfq under 10r-seq, 10r-rand and 5r5w-seq; 2-3x idle (fails 1.5x); sequential
-        // throughput above cfq and deadline; 10r-rand at ~108% of the others (fails "about half").
+        // throughput above cfq and deadline; 10r-rand at ~108% of the others (fails "about half"). The sample's
+        // start-up windows give bfq about 3x cfq's throughput (fails "up to 30% higher"), its cfq/bfq ratios reach
+        // 14.03x (just past 5-14x), and under 5r5w-rand cfq gets 87.5% of bfq (fails "within 10%").
         let pass: Vec<bool> = flat.iter().map(|i| i.pass).collect();
-        assert_eq!(pass, [true, true, true, false, true, true, false]);
+        assert_eq!(pass, [true, true, true, false, true, true, false, false, false, false]);
         assert!(
             flat[0]
                 .text
@@ -908,16 +1605,18 @@ mod tests {
             .collect();
         rs.extend(v7);
         let items = checklist(&rs);
-        assert_eq!(items.len(), 7, "the same lines as with bfq alone");
+        assert_eq!(items.len(), 10, "the same lines as with bfq alone");
         assert!(
             items.iter().all(|i| i.text.contains(SEED_ERA_BFQ)),
             "judged with the seed's era"
         );
         let eras: Vec<&EraCheck> = items.iter().filter_map(|i| i.newest.as_ref()).collect();
-        assert_eq!(eras.len(), 7, "every line here is about BFQ");
-        assert!(eras
-            .iter()
-            .all(|n| n.text.contains(": bfq ") || n.text.contains("with bfq ")));
+        assert_eq!(eras.len(), 10, "every line here is about BFQ");
+        assert!(
+            eras.iter()
+                .all(|n| n.text.contains("bfq") && !n.text.contains(SEED_ERA_BFQ)),
+            "the newest's lines name the newest bfq only"
+        );
         assert!(eras.iter().all(|n| !n.differs.is_empty()));
         let rand = items
             .iter()

@@ -45,6 +45,8 @@ pub struct RunRequest {
     pub duration_s: f64,
     /// Measure the wall-clock CPU time spent inside the policy (not reproducible).
     pub cpu_time: bool,
+    /// The host kernel's timer tick, ticks per second ([`Settings::timer_hz`]); `None`: exact timers.
+    pub hz: Option<u32>,
 }
 
 impl Default for RunRequest {
@@ -61,6 +63,7 @@ impl Default for RunRequest {
             profile: "current".to_string(),
             duration_s: 20.0,
             cpu_time: false,
+            hz: None,
         }
     }
 }
@@ -76,6 +79,7 @@ impl RunRequest {
         exp.settings.era = Era::parse(&self.profile)?;
         exp.settings.duration = Some(duration);
         exp.settings.time_policy = self.cpu_time;
+        exp.settings.timer_hz = self.hz;
         Ok(exp)
     }
 
@@ -278,6 +282,7 @@ impl SuiteRequest {
                 real,
                 warmup: warmup.unwrap_or(STARTUP_WARMUP),
                 wbt_lat_us: None,
+                ..Settings::default()
             },
         })
     }

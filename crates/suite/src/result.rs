@@ -92,6 +92,11 @@ pub struct RunResult {
     pub sched_cpu_ns_per_request: Option<f64>,
     /// Further benchmark-specific quantities (frame-drop rate in %, per-flow shares, iozone KB/s, ...).
     pub extra: BTreeMap<String, f64>,
+    /// Scenario settings that differ from the defaults and are not the policy's tunables, as `key=value`
+    /// ([`crate::experiment::Settings::scenario_labels`]: `HZ=100`, `device_reordering=off`); empty (and absent
+    /// from the JSON) for the defaults. The report shows them with the tunables in the column label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenario: Vec<String>,
 }
 
 /// What a testbed measured in one run; [`RunResult::new`] labels it with the experiment.
@@ -151,6 +156,7 @@ impl RunResult {
             write_mbps: m.write_mbps,
             sched_cpu_ns_per_request: m.sched_cpu_ns_per_request,
             extra: m.extra,
+            scenario: exp.settings.scenario_labels(),
         }
     }
 }

@@ -647,6 +647,7 @@ mod tests {
             device: "d".into(),
             scheduler: s.into(),
             tunables: vec![],
+            scenario: vec![],
             workload: w.into(),
             app: (b == Benchmark::Startup).then(|| "xterm".into()),
             rep: 0,

@@ -54,6 +54,7 @@ fn run(benchmark: &str, app: Option<&str>, scheduler: &str, workload: &str, rep:
         write_mbps: throughput * 0.25,
         sched_cpu_ns_per_request: None,
         extra,
+        scenario: Vec::new(),
     }
 }
 

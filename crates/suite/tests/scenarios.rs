@@ -196,3 +196,49 @@ fn xterm_starts_near_idle_with_bfq_v7r2_under_heavy_workloads() {
         Ok(())
     });
 }
+
+/// xterm's start-up with one scenario setting changed.
+fn startup_with(device: &str, sched: &str, workload: &str, set: impl Fn(&mut bfq_suite::experiment::Settings)) -> f64 {
+    let mut sc = Experiment::sim(device, sched, Work::background(workload, Some("xterm")));
+    set(&mut sc.settings);
+    let r = sc.run().unwrap_or_else(|e| panic!("{device} {sched} {workload}: {e}"));
+    assert_eq!(
+        r.scenario,
+        sc.settings.scenario_labels(),
+        "the result names its scenario"
+    );
+    // A timeout ranks above every start-up time.
+    r.startup_s.unwrap_or(f64::INFINITY)
+}
+
+#[test]
+fn a_coarse_tick_hurts_v7r2_on_the_slow_hdd_and_not_the_newest_bfq() {
+    // Seed 004 figure 11 blames the embedded system's coarse tick. At HZ=100 v7r2's idle slice, HZ/125 jiffies,
+    // is 0: BFQ stops idling for xterm, whose queue then loses the 1.8-inch disk after each read and waits behind
+    // the random readers' seeks (tens of ms each) before its next one; with exact timers it keeps the disk through
+    // its short think times. The newest BFQ's timer is a high-resolution one: HZ changes nothing.
+    let dev = "toshiba-1.8-hdd";
+    let exact = startup_with(dev, "bfq-v7r2", "5r-rand", |_| {});
+    let coarse = startup_with(dev, "bfq-v7r2", "5r-rand", |s| s.timer_hz = Some(100));
+    assert!(coarse > 2.0 * exact, "v7r2: {coarse} s at HZ=100 vs {exact} s exact");
+    let newest_exact = startup_with(dev, "bfq", "5r-rand", |_| {});
+    let newest_coarse = startup_with(dev, "bfq", "5r-rand", |s| s.timer_hz = Some(100));
+    assert_eq!(newest_exact, newest_coarse);
+    // An idle disk has nothing to idle against: the tick does not matter.
+    let idle = startup_with(dev, "bfq-v7r2", "0r0w", |_| {});
+    assert_eq!(idle, startup_with(dev, "bfq-v7r2", "0r0w", |s| s.timer_hz = Some(100)));
+}
+
+#[test]
+fn the_ssds_stream_preference_slows_xterm_under_noop() {
+    // Seed 004, figures 8-9: with noop the SSD's internal queue holds the sequential readers' requests, and its
+    // firmware serves those continuing a stream first, so xterm's reads wait up to stream_max_wait each. Serving
+    // the queue oldest first (reordering off) bounds that wait by the queue's own backlog: xterm starts faster.
+    let on = startup_with("plextor-ssd", "noop", "10r-seq", |_| {});
+    let off = startup_with("plextor-ssd", "noop", "10r-seq", |s| s.device_reordering = false);
+    assert!(off < on, "noop xterm: {off} s with reordering off vs {on} s on");
+    // Only the SSD model has such a queue.
+    let mut sc = Experiment::sim("seagate-hdd", "noop", Work::background("idle", Some("xterm")));
+    sc.settings.device_reordering = false;
+    assert!(sc.run().is_err());
+}

@@ -269,6 +269,9 @@ pub struct Bfq {
     queued: usize,
     /// Idle-timer deadline (ns).
     pub(crate) timer: Option<Time>,
+    /// Length of the host's jiffy (ns) when v7r2's timers tick ([`Scheduler::set_timer_hz`]); `None`: exact
+    /// timers.
+    pub(crate) jiffy: Option<Time>,
     /// When the current idling started (ns).
     pub(crate) idle_start: Time,
     /// Command-queueing (NCQ) detection.
@@ -340,6 +343,7 @@ impl Bfq {
             sync_in_driver: 0,
             queued: 0,
             timer: None,
+            jiffy: None,
             idle_start: 0,
             hw: HwTag::default(),
             peak: if rules.v7_peak_rate_and_charge {
@@ -456,6 +460,23 @@ impl Scheduler for Bfq {
 
     fn queued(&self) -> usize {
         self.queued
+    }
+
+    /// v7r2 (Linux 3.13) armed its idle timer in jiffies and wrote `slice_idle`'s default as `HZ / 125` jiffies:
+    /// from now on the timer fires on a tick, and the default idle slice becomes `HZ / 125` jiffies (0 below
+    /// HZ=125, which switches idling off), a value the user set being rounded up to whole jiffies as sysfs did.
+    /// The newest BFQ's idle timer is a high-resolution timer and its `slice_idle` is in ns: it ignores HZ.
+    fn set_timer_hz(&mut self, hz: u32) {
+        if self.rules.era != Era::V7r2 {
+            return;
+        }
+        let jiffy = crate::tick::jiffy_ns(hz);
+        self.jiffy = Some(jiffy);
+        self.p.slice_idle = if self.p.slice_idle == tunables::DEFAULT_SLICE_IDLE {
+            crate::tick::hz_fraction(hz, 125)
+        } else {
+            crate::tick::round_up(self.p.slice_idle, jiffy)
+        };
     }
 
     fn depth_limit(&self, dir: Direction, sync: bool, nr_requests: u32) -> u32 {

@@ -175,7 +175,10 @@ impl Bfq {
         let sl = sl.clamp(1, SEC);
         self.qm(q).wait_request = true;
         self.stats.idles += 1;
-        self.timer = Some(now.saturating_add(sl));
+        self.timer = Some(match self.jiffy {
+            Some(j) => crate::tick::fire_time(now, sl, j),
+            None => now.saturating_add(sl),
+        });
         self.idle_start = now;
     }
 

@@ -177,6 +177,8 @@ const SLICE_IDLE_US_DEFAULT: i64 = 8000;
 
 /// `strict_guarantees` raises `slice_idle` to at least this (ns): 8 ms.
 pub const STRICT_MIN_SLICE_IDLE: Time = 8 * MS;
+/// Default `slice_idle` (ns): 8 ms, `HZ / 125` jiffies in v7r2 ([`crate::tick::hz_fraction`]).
+pub const DEFAULT_SLICE_IDLE: Time = 8 * MS;
 
 /// Interactive multiplier times this gives the soft real-time multiplier (30 x 100 = 3000).
 pub const SOFTRT_WR_FACTOR: u32 = 100;

@@ -688,6 +688,9 @@ impl Cfq {
             self.p.slice_idle
         };
         self.queues[q as usize].wait_request = true;
-        self.idle_deadline = now.saturating_add(wait.max(1));
+        self.idle_deadline = match self.jiffy {
+            Some(j) => crate::tick::fire_time(now, wait.max(1), j),
+            None => now.saturating_add(wait.max(1)),
+        };
     }
 }

@@ -103,6 +103,9 @@ pub struct Cfq {
     active_flow: Option<FlowId>,
     /// When the idle timer fires (valid while the active queue has `wait_request`).
     idle_deadline: Time,
+    /// Length of the host's jiffy (ns) once [`Scheduler::set_timer_hz`] was called: the idle timer fires on a
+    /// tick; `None`: exact timers.
+    jiffy: Option<Time>,
     serving_group: Option<u32>,
     serving_class: IoClass,
     serving_wl: Workload,
@@ -149,6 +152,7 @@ impl Cfq {
             active: None,
             active_flow: None,
             idle_deadline: 0,
+            jiffy: None,
             serving_group: None,
             serving_class: IoClass::Be,
             serving_wl: Workload::Sync,
@@ -610,6 +614,24 @@ impl Scheduler for Cfq {
 
     fn queued(&self) -> usize {
         self.queued_parts
+    }
+
+    /// 3.13's CFQ armed its idle timer in jiffies and wrote the defaults of `slice_idle` and `group_idle` as
+    /// `HZ / 125` jiffies: from now on the timer fires on a tick, and each idle default becomes `HZ / 125` jiffies
+    /// (0 below HZ=125: no idling), a value the user set being rounded up to whole jiffies as sysfs did.
+    fn set_timer_hz(&mut self, hz: u32) {
+        let jiffy = crate::tick::jiffy_ns(hz);
+        self.jiffy = Some(jiffy);
+        let default = tunables::DEFAULT_IDLE_MS as Time * crate::types::MS;
+        let at_hz = |v: Time| {
+            if v == default {
+                crate::tick::hz_fraction(hz, 125)
+            } else {
+                crate::tick::round_up(v, jiffy)
+            }
+        };
+        self.p.slice_idle = at_hz(self.p.slice_idle);
+        self.p.group_idle = at_hz(self.p.group_idle);
     }
 
     fn check_invariants(&self) -> Result<(), crate::InvariantViolation> {

@@ -105,7 +105,14 @@ pub fn runs_table(results: &[RunResult]) -> (Vec<String>, Vec<Vec<Field>>) {
                 Field::Text(r.target.clone()),
                 Field::Text(r.device.clone()),
                 Field::Text(r.scheduler.clone()),
-                Field::Text(r.tunables.join(";")),
+                Field::Text(
+                    r.tunables
+                        .iter()
+                        .chain(&r.scenario)
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                ),
                 Field::Text(r.workload.clone()),
                 r.app.clone().map_or(Field::Missing, Field::Text),
                 Field::Int(u64::from(r.rep)),

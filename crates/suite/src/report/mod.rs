@@ -336,12 +336,14 @@ impl Figure {
     }
 }
 
-/// Column label of a run: the scheduler, with its tunables in brackets when it has any (`bfq[slice_idle=0]`).
+/// Column label of a run: the scheduler, with its tunables and then its scenario settings in brackets when it has
+/// any (`bfq[slice_idle=0]`, `bfq-v7r2[HZ=100]`).
 pub fn scheduler_label(run: &RunResult) -> String {
-    if run.tunables.is_empty() {
+    if run.tunables.is_empty() && run.scenario.is_empty() {
         run.scheduler.clone()
     } else {
-        format!("{}[{}]", run.scheduler, run.tunables.join(","))
+        let all: Vec<&str> = run.tunables.iter().chain(&run.scenario).map(String::as_str).collect();
+        format!("{}[{}]", run.scheduler, all.join(","))
     }
 }
 

@@ -27,6 +27,7 @@ pub fn run(benchmark: &str, scheduler: &str, workload: &str, rep: u32, value: f6
         write_mbps: if startup { 10.0 / (1.0 + value) } else { value * 0.2 },
         sched_cpu_ns_per_request: None,
         extra: BTreeMap::new(),
+        scenario: Vec::new(),
     }
 }
 
