@@ -196,6 +196,27 @@ const ROWS: &[Row] = &[
         args: &["loopdev", "remove", "{dir}/never-made"],
         want: Want::Note("nothing to remove: no bfq loop device for"),
     },
+    // calibrate and validate (root for real work; their argument errors come first)
+    Row {
+        args: &["calibrate", "--help"],
+        want: Want::Ok("Usage: bfq calibrate"),
+    },
+    Row {
+        args: &["calibrate", "{dir}/no-such-device"],
+        want: Want::Err("does not exist: give the directory made by `bfq loopdev create` (or its raw device)"),
+    },
+    Row {
+        args: &["validate", "--help"],
+        want: Want::Ok("Usage: bfq validate"),
+    },
+    Row {
+        args: &["validate"],
+        want: Want::Err("the following required arguments were not provided: --target <TARGET> --model <MODEL>"),
+    },
+    Row {
+        args: &["validate", "--from", "{dir}/missing.json"],
+        want: Want::Err("give a validation.json written by bfq validate"),
+    },
     // replay (its options are tabled in replay_cli.rs)
     Row {
         args: &["replay", "--help"],

@@ -499,6 +499,15 @@ mod tests {
     }
 
     #[test]
+    fn queued_counts_the_requests_held() {
+        let mut k = kyber();
+        assert_eq!(k.queued(), 0);
+        k.insert(rq(0, Direction::Read), 0);
+        k.insert(rq(1, Direction::Write), 0);
+        assert_eq!(k.queued(), 2);
+    }
+
+    #[test]
     fn buckets_split_at_the_target() {
         // Width target/4: exactly the target is the last good bucket (3), one ns more is the first bad one (4),
         // anything past twice the target is bucket 7.
@@ -662,7 +671,7 @@ mod tests {
         k.insert(rq(1, Direction::Read), 0);
         let r = dispatched(&mut k, 0);
         k.completed(&r, MS);
-        assert!(k.timer().is_some());
+        assert_eq!(k.timer(), Some(MS + 100 * MS), "armed HZ/10 after the completion");
         assert_eq!(k.dispatch(MS), Decision::Nothing);
     }
 

@@ -371,6 +371,34 @@ mod tests {
         assert_eq!(order, vec![700, 900, 100]);
     }
 
+    // A batch takes fifo_batch requests in sector order; only when it ends is the FIFO consulted, and an expired
+    // request then starts the next batch. With fifo_batch=2, A (sector 1000, inserted at 0, due at 500 ms) and
+    // B, C, D (100, 200, 300, inserted at 10 ms): at 600 ms the first batch is B and C, the second starts at the
+    // expired A, and D follows; at 100 ms, with nothing expired, the order is plain sector order.
+    #[test]
+    fn a_batch_of_fifo_batch_requests_ends_before_the_fifo_is_consulted() {
+        let order_at = |now: Time| {
+            let mut p = policy(&["fifo_batch=2"]);
+            p.insert(rq(0, BE, 1000), 0);
+            for (id, sector) in [(1, 100), (2, 200), (3, 300)] {
+                p.insert(rq(id, BE, sector), 10 * MS);
+            }
+            (0..4).map(|_| next(&mut p, now).sector).collect::<Vec<u64>>()
+        };
+        assert_eq!(order_at(600 * MS), vec![100, 200, 1000, 300]);
+        assert_eq!(order_at(100 * MS), vec![100, 200, 300, 1000]);
+    }
+
+    // A flow that exited is forgotten: a request that still arrives under its id counts as best effort.
+    #[test]
+    fn an_exited_flow_counts_as_best_effort() {
+        let mut p = policy(&[]);
+        p.flow_exited(RT, 0);
+        p.insert(rq(0, RT, 500), 0);
+        p.insert(rq(1, BE, 100), 0);
+        assert_eq!(next(&mut p, 0).sector, 100, "one level, sector order");
+    }
+
     #[test]
     fn depth_limit_caps_async_and_writes_only() {
         // Default async_depth is nr_requests, so nothing is limited; with async_depth=16, async reads and all
