@@ -6,46 +6,10 @@
 use bfq_sched::{Time, SEC};
 use bfq_sim::device::{preset, Hdd};
 use bfq_sim::{HostConfig, Simulation};
-use bfq_workload::{Actions, Event, FileSpec, FlowSpec, IoMode, Op, Placement, Process, ProcessReport};
+use bfq_workload::{FileSpec, Placement};
 
-/// Reads its file front to back in 4 KiB buffered reads (so the host's readahead makes the block requests).
-struct SeqReader {
-    file: u32,
-    size: u64,
-    pos: u64,
-    report: ProcessReport,
-}
-
-const BS: u64 = 4096;
-
-impl Process for SeqReader {
-    fn flow(&self) -> FlowSpec {
-        FlowSpec::named("seqreader")
-    }
-    fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
-        if let Event::Completed { result: Ok(n), .. } = ev {
-            self.report.read_bytes += n;
-        }
-        if self.pos >= self.size {
-            out.exit = true;
-            return;
-        }
-        out.issue(
-            0,
-            Op::Read {
-                file: self.file,
-                offset: self.pos,
-                len: BS,
-                mode: IoMode::Buffered,
-                meta: false,
-            },
-        );
-        self.pos += BS;
-    }
-    fn report(&self) -> ProcessReport {
-        self.report.clone()
-    }
-}
+mod common;
+use common::SeqReader;
 
 /// Each reader's file: 512 MiB, larger than any reader gets through in the measured time.
 const FILE_BYTES: u64 = 512 << 20;
@@ -73,15 +37,7 @@ fn aggregate_mb_s(device: &str, readers: u32, read_ahead_kb: u64) -> f64 {
                     prewritten: true,
                 })
                 .expect("file fits");
-            sim.spawn(
-                0,
-                Box::new(SeqReader {
-                    file: f,
-                    size: FILE_BYTES,
-                    pos: 0,
-                    report: ProcessReport::default(),
-                }),
-            )
+            sim.spawn(0, Box::new(SeqReader::new(f, FILE_BYTES)))
         })
         .collect();
     sim.run_until(RUN);

@@ -4,46 +4,10 @@
 use bfq_sched::{Time, SEC};
 use bfq_sim::device::{preset, Device, DeviceConfig, Hdd, Md1, Raid1};
 use bfq_sim::{HostConfig, Simulation};
-use bfq_workload::{Actions, Event, FileSpec, FlowSpec, IoMode, Op, Placement, Process, ProcessReport};
+use bfq_workload::{FileSpec, Placement};
 
-/// Reads its file front to back in 4 KiB buffered reads (so the host's readahead makes the block requests).
-struct SeqReader {
-    file: u32,
-    size: u64,
-    pos: u64,
-    report: ProcessReport,
-}
-
-const BS: u64 = 4096;
-
-impl Process for SeqReader {
-    fn flow(&self) -> FlowSpec {
-        FlowSpec::named("seqreader")
-    }
-    fn on_event(&mut self, ev: Event, _now: Time, out: &mut Actions) {
-        if let Event::Completed { result: Ok(n), .. } = ev {
-            self.report.read_bytes += n;
-        }
-        if self.pos >= self.size {
-            out.exit = true;
-            return;
-        }
-        out.issue(
-            0,
-            Op::Read {
-                file: self.file,
-                offset: self.pos,
-                len: BS,
-                mode: IoMode::Buffered,
-                meta: false,
-            },
-        );
-        self.pos += BS;
-    }
-    fn report(&self) -> ProcessReport {
-        self.report.clone()
-    }
-}
+mod common;
+use common::SeqReader;
 
 const FILE_BYTES: u64 = 512 << 20;
 const RUN: Time = 4 * SEC;
@@ -76,15 +40,7 @@ fn two_readers(dev: Box<dyn Device>, host_sched: &str) -> f64 {
                     prewritten: true,
                 })
                 .expect("file fits");
-            sim.spawn(
-                0,
-                Box::new(SeqReader {
-                    file: f,
-                    size: FILE_BYTES,
-                    pos: 0,
-                    report: ProcessReport::default(),
-                }),
-            )
+            sim.spawn(0, Box::new(SeqReader::new(f, FILE_BYTES)))
         })
         .collect();
     sim.run_until(RUN);
