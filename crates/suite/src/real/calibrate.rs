@@ -16,7 +16,7 @@ use super::aio::Aio;
 use super::sys::{self, io_err, AlignedBuf, BlockDev};
 use super::RealError;
 use bfq_sched::{Direction, Time};
-use bfq_sim::device::{DevRequest, DeviceConfig, MeasuredConfig};
+use bfq_sim::device::{DevRequest, Device, DeviceConfig, MeasuredConfig};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -306,16 +306,20 @@ pub fn simulate_probe(cfg: &DeviceConfig, spec: ProbeSpec, n: u64) -> (f64, f64)
     let dir = if spec.write { Direction::Write } else { Direction::Read };
     let depth = u64::from(spec.depth.max(1)).min(u64::from(dev.info().queue_depth.max(1)));
     let (mut now, mut sent, mut done): (Time, u64, u64) = (0, 0, 0);
-    while sent < depth.min(n) {
+    let mut submit = |dev: &mut dyn Device, tag: u64, now: Time| {
+        let sector = offset();
         dev.submit(
             DevRequest {
-                tag: sent,
+                tag,
                 dir,
-                sector: offset(),
+                sector,
                 sectors,
             },
             now,
         );
+    };
+    while sent < depth.min(n) {
+        submit(dev.as_mut(), sent, now);
         sent += 1;
     }
     while done < n {
@@ -324,15 +328,7 @@ pub fn simulate_probe(cfg: &DeviceConfig, spec: ProbeSpec, n: u64) -> (f64, f64)
         while dev.pop_completion(now).is_some() {
             done += 1;
             if sent < n {
-                dev.submit(
-                    DevRequest {
-                        tag: sent,
-                        dir,
-                        sector: offset(),
-                        sectors,
-                    },
-                    now,
-                );
+                submit(dev.as_mut(), sent, now);
                 sent += 1;
             }
         }
