@@ -61,12 +61,16 @@ impl RaState {
     pub fn on_miss(&mut self, index: u64, req: u64, max: u64) -> Window {
         let sequential = index == 0 || self.prev_end.is_some_and(|e| index == e || index + 1 == e);
         let in_window = self.size > 0 && index >= self.start && index < self.start + self.size;
+        // A miss right after the current window continues it (Linux's `ondemand_readahead` checks this first:
+        // an offset at the window's end, or at its marker, moves the window on and ramps it up).
+        let at_window_end = self.size > 0 && index == self.start + self.size;
         if max == 0 {
             return Window { start: index, len: req };
         }
-        if sequential || in_window {
-            if in_window && index >= self.start + self.size - self.async_size.min(self.size) {
-                // Reached the async part without the marker having fired (e.g. it was evicted): advance.
+        if sequential || in_window || at_window_end {
+            if at_window_end || (in_window && index >= self.start + self.size - self.async_size.min(self.size)) {
+                // Reached the async part or the end of the window without the marker having fired (it was
+                // evicted, or skipped while reads were congested): advance.
                 self.start += self.size;
                 self.size = next_size(self.size, max);
             } else {
@@ -120,6 +124,19 @@ mod tests {
         let w2 = ra.on_marker(32);
         assert_eq!(w2, Window { start: 4, len: 8 });
         assert_eq!(ra.marker(), Some(4), "marker at the start of a fully async window");
+    }
+
+    #[test]
+    fn a_miss_at_the_end_of_the_window_ramps_it_on() {
+        // The reader read the whole first window without the marker starting the next one (reads were
+        // congested): its miss at the window's end continues the stream with a larger window, as Linux's
+        // `ondemand_readahead` does, instead of starting over at the initial 16 KiB.
+        let mut ra = RaState::default();
+        assert_eq!(ra.on_miss(0, 1, 32), Window { start: 0, len: 4 });
+        ra.prev_end = Some(4);
+        assert_eq!(ra.on_miss(4, 1, 32), Window { start: 4, len: 8 });
+        ra.prev_end = Some(12);
+        assert_eq!(ra.on_miss(12, 1, 32), Window { start: 12, len: 16 });
     }
 
     #[test]
