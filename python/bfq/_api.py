@@ -87,7 +87,8 @@ def run(
         tune: scheduler tunables, e.g. ``{"slice_idle": 0, "low_latency": False}`` (booleans are written 1/0).
         seed: the seed of every random stream.
         duration: simulated seconds of a throughput run (default 20, as the command line's).
-        profile: the settings era, ``"current"`` (S 3.6) or ``"paper"`` (SYSTOR'12).
+        profile: the settings era, ``"current"`` (S 3.6), ``"s2013"`` (S of November 2013, seed 004's)
+            or ``"paper"`` (SYSTOR'12).
         cpu_time: also measure the wall-clock time spent inside the policy (the result is then not reproducible).
 
     Returns:
@@ -157,7 +158,7 @@ def suite(
         workloads: the benchmark's workloads or parameters; default the benchmark's own.
         apps: applications of the startup benchmark; default xterm.
         reps: repetitions (1..=100); repetition i uses seed + i. Default the benchmark's.
-        profile: ``"current"`` or ``"paper"`` (throughput and startup only).
+        profile: ``"current"``, ``"s2013"`` or ``"paper"`` (throughput and startup only).
         seed: the seed of the first repetition.
         tune: tunables, each applied to every chosen scheduler that has the key.
         duration: measured simulated seconds (not for startup and iozone).

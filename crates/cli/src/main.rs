@@ -183,7 +183,7 @@ struct RunArgs {
     /// Scheduler tunable as key=value (repeatable), named as in sysfs.
     #[arg(long = "tune", value_name = "KEY=VALUE")]
     tune: Vec<String>,
-    /// Settings era: paper (SYSTOR'12) or current (S 3.6).
+    /// Settings era: paper (SYSTOR'12), s2013 (S of November 2013, seed 004's) or current (S 3.6).
     #[arg(long, default_value = "current")]
     profile: String,
     /// Simulated seconds when no application is given.

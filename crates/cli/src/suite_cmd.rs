@@ -59,8 +59,9 @@ pub struct SuiteArgs {
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Settings era for throughput and startup: paper (SYSTOR'12: 5000 MiB files, one shared 50000 MiB random
-    /// file, no writer cap, no periodic sync) or current (S 3.6).
-    #[arg(long, value_name = "paper|current")]
+    /// file, no writer cap, no periodic sync), s2013 (S of November 2013, seed 004's: the same files, 16500 KiB/s
+    /// writer cap, no periodic sync, 60 s runs) or current (S 3.6).
+    #[arg(long, value_name = "paper|s2013|current")]
     profile: Option<String>,
     /// Seed of the first repetition.
     #[arg(long, default_value_t = 1)]

@@ -160,7 +160,7 @@ const ROWS: &[Row] = &[
     },
     Row {
         args: &["suite", "startup", "--profile", "nosuch"],
-        want: Want::Err("unknown profile 'nosuch': use paper or current"),
+        want: Want::Err("unknown profile 'nosuch': use paper, s2013 or current"),
     },
     // record (needs root for real work; its argument errors come first)
     Row {

@@ -22,18 +22,23 @@ pub enum Era {
     /// SYSTOR'12 paper: 5000 MiB sequential files, one shared 50000 MiB random file, no writer cap, no periodic
     /// sync.
     Paper,
+    /// S as of November 2013, the version seed 004 used with BFQ v7r2 under Linux 3.13: the 2011 files, a
+    /// 16 500 KiB/s writer cap on every device, no periodic sync, 60 s throughput runs
+    /// ([`bfq_workload::WorkloadSettings::s2013`]).
+    S2013,
     /// S 3.6: 500 MiB files, 4000 KB/s writer cap on rotational devices, a `sync` every 2 s when writers run.
     Current,
 }
 
 impl Era {
-    /// Parses `paper` or `current`.
+    /// Parses `paper`, `s2013` or `current`.
     pub fn parse(s: &str) -> Result<Era, ScenarioError> {
         match s {
             "paper" => Ok(Era::Paper),
+            "s2013" => Ok(Era::S2013),
             "current" => Ok(Era::Current),
             _ => Err(ScenarioError::Input(format!(
-                "unknown profile '{s}': use paper or current"
+                "unknown profile '{s}': use paper, s2013 or current"
             ))),
         }
     }
@@ -41,6 +46,7 @@ impl Era {
     pub fn name(self) -> &'static str {
         match self {
             Era::Paper => "paper",
+            Era::S2013 => "s2013",
             Era::Current => "current",
         }
     }
@@ -73,6 +79,7 @@ impl Era {
     pub fn settings(self, with_app: bool) -> WorkloadSettings {
         match (self, with_app) {
             (Era::Paper, _) => WorkloadSettings::paper(),
+            (Era::S2013, _) => WorkloadSettings::s2013(),
             (Era::Current, true) => WorkloadSettings::s36(),
             (Era::Current, false) => WorkloadSettings::s36_throughput(),
         }

@@ -76,11 +76,13 @@ pub fn default_reps(benchmark: Benchmark, era: Era) -> u32 {
     }
 }
 
-/// Default simulated duration of a throughput run, ns: 120 s with the paper profile (SYSTOR'12), 20 s with the
-/// current one (as `bfq reproduce`; S 3.6's own 10 s give only four iostat samples).
+/// Default simulated duration of a throughput run, ns: 120 s with the paper profile (SYSTOR'12), 60 s with S of
+/// 2013 (its `DURATION` default since 2013-08-28), 20 s with the current one (as `bfq reproduce`; S 3.6's own 10 s
+/// give only four iostat samples).
 pub fn default_throughput_duration(era: Era) -> Time {
     match era {
         Era::Paper => 120 * SEC,
+        Era::S2013 => 60 * SEC,
         Era::Current => 20 * SEC,
     }
 }
@@ -304,9 +306,10 @@ pub fn plan(cfg: &SuiteConfig) -> Result<Vec<Experiment>, ScenarioError> {
     }
     let era = match (cfg.settings.era, b) {
         (e, Benchmark::Throughput | Benchmark::Startup) => e,
-        (Era::Paper, _) => {
+        (e @ (Era::Paper | Era::S2013), _) => {
             return Err(invalid(format!(
-                "--profile paper applies to the throughput and startup benchmarks only, not {}",
+                "--profile {} applies to the throughput and startup benchmarks only, not {}",
+                e.name(),
                 b.name()
             )))
         }

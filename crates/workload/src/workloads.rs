@@ -26,6 +26,10 @@ pub const S36_RAND_MAXRATE_DIVISOR: u64 = 60;
 pub const PAPER_SEQ_FILE_BYTES: u64 = 5000 * MIB;
 /// Shared random file size of the SYSTOR'12-era scripts, bytes (50 000 MiB, S@2011).
 pub const PAPER_RAND_FILE_BYTES: u64 = 50_000 * MIB;
+/// Total writer rate cap of S as of November 2013, fio KiB/s: `MAXRATE=${8-16500}` in
+/// `agg_thr-with-greedy_rw/aggthr-with-greedy_rw.sh` and `comm_startup_lat.sh` at Algodev-github/S commit fa47092
+/// (2013-11-22), split evenly over the writers, random or sequential, on every device.
+pub const S2013_MAXRATE_KIB_S: u64 = 16_500;
 
 /// Which files random readers and writers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +48,10 @@ pub struct WorkloadSettings {
     pub file_bytes: u64,
     /// Files of random readers and writers.
     pub rand_files: RandFiles,
-    /// Total writer rate cap on rotational devices, fio KiB/s (`MAXRATE`); `None` = uncapped.
+    /// Total writer rate cap, fio KiB/s (`MAXRATE`); `None` = uncapped.
     pub maxrate_kib_s: Option<u64>,
+    /// The cap applies on rotational devices only (S 3.6); otherwise on every device (S of 2013).
+    pub maxrate_rotational_only: bool,
     /// Divisor of `MAXRATE` for random writers.
     pub rand_maxrate_divisor: u64,
     /// Period of the background `sync` loop when writers run, ns; `None` = no loop.
@@ -62,6 +68,7 @@ impl WorkloadSettings {
             file_bytes: S36_FILE_BYTES,
             rand_files: RandFiles::PerProcess,
             maxrate_kib_s: Some(S36_MAXRATE_KIB_S),
+            maxrate_rotational_only: true,
             rand_maxrate_divisor: S36_RAND_MAXRATE_DIVISOR,
             sync_period_ns: Some(S_SYNC_PERIOD_NS),
             bs: FIO_DEFAULT_BS_BYTES,
@@ -84,17 +91,33 @@ impl WorkloadSettings {
             file_bytes: PAPER_SEQ_FILE_BYTES,
             rand_files: RandFiles::Shared(PAPER_RAND_FILE_BYTES),
             maxrate_kib_s: None,
+            maxrate_rotational_only: true,
             rand_maxrate_divisor: S36_RAND_MAXRATE_DIVISOR,
             sync_period_ns: None,
             bs: FIO_DEFAULT_BS_BYTES,
         }
     }
 
+    /// S as of November 2013 (Algodev-github/S commit fa47092, 2013-11-22), the version seed 004 used for BFQ
+    /// v7r2 under Linux 3.13: the 2011 files (5000 MiB sequential, one shared 50 000 MiB random file each for
+    /// readers and writers), a 16 500 KiB/s total writer cap on every device, split evenly over the writers with
+    /// no divisor for random ones, and no periodic `sync` (the throughput script syncs only before the run; the
+    /// `sync &` every 2 s came with commit fa4abf4, 2016-07-02).
+    pub fn s2013() -> Self {
+        WorkloadSettings {
+            maxrate_kib_s: Some(S2013_MAXRATE_KIB_S),
+            maxrate_rotational_only: false,
+            rand_maxrate_divisor: 1,
+            ..Self::paper()
+        }
+    }
+
     /// Rate cap of each of `writers` writers, bytes/s, on a device that is `rotational` or not, computed as S's
-    /// shell does: `(MAXRATE [/60 if random]) / writers` in integer KiB/s. A result of 0 means uncapped, as fio's
-    /// `rate=0k` does.
+    /// shell does: `(MAXRATE [/divisor if random]) / writers` in integer KiB/s. A result of 0 means uncapped, as
+    /// fio's `rate=0k` does.
     pub fn writer_rate(&self, writers: u32, random: bool, rotational: bool) -> Option<u64> {
-        let total = self.maxrate_kib_s.filter(|_| rotational && writers > 0)?;
+        let applies = rotational || !self.maxrate_rotational_only;
+        let total = self.maxrate_kib_s.filter(|_| applies && writers > 0)?;
         let total = if random {
             total / self.rand_maxrate_divisor.max(1)
         } else {
@@ -355,6 +378,21 @@ mod tests {
     use super::*;
     use crate::process::Op;
     use crate::test_exec::Exec;
+
+    /// S of 2013 caps writers on flash too, splits its 16 500 KiB/s evenly with no divisor for random writers,
+    /// and has no periodic sync; S 3.6 caps rotational devices only, random writers at a sixtieth.
+    #[test]
+    fn the_2013_settings_cap_every_device_and_never_sync() {
+        let s = WorkloadSettings::s2013();
+        assert_eq!(s.sync_period_ns, None);
+        assert_eq!(s.file_bytes, PAPER_SEQ_FILE_BYTES);
+        assert_eq!(s.writer_rate(5, false, true), Some(3300 * FIO_KIB));
+        assert_eq!(s.writer_rate(5, true, false), Some(3300 * FIO_KIB));
+        let c = WorkloadSettings::s36();
+        assert!(c.sync_period_ns.is_some());
+        assert_eq!(c.writer_rate(5, false, false), None);
+        assert_eq!(c.writer_rate(5, true, true), Some(13 * FIO_KIB));
+    }
 
     /// Includes the names on which the report's former second parser (`report::parse_rw`, `is_idle_workload`)
     /// disagreed with this one; the report now asks this parser, so these are the answers everywhere:
