@@ -90,10 +90,10 @@ impl Bfq {
         }
         let g = self.groups.get(self.q(q).group as usize)?;
         let lowest = QueueId::at(0);
-        let after = g.pos.range((sector, lowest)..).next();
-        let before = g.pos.range(..(sector, lowest)).next_back();
+        let after = g.pos.at_or_after(&(sector, lowest));
+        let before = g.pos.before(&(sector, lowest));
         let mut best: Option<(u64, QueueId)> = None;
-        for &(pos, c) in after.into_iter().chain(before) {
+        for (pos, c) in after.into_iter().chain(before) {
             let d = pos.abs_diff(sector);
             if d <= CLOSE_THR && self.may_cooperate(q, c) && best.is_none_or_closer(d) {
                 best = Some((d, c));
