@@ -87,6 +87,39 @@ impl<T: Ord + Copy> SortedSet<T> {
         removed
     }
 
+    /// Replaces `old` by `new` (as a removal of `old` then an insertion of `new`); false if `old` was not there,
+    /// and then nothing changes. While small, only the entries between the two positions move, so a key that
+    /// keeps its rank (a queue whose next request moves on without passing another queue's) moves nothing.
+    pub fn replace(&mut self, old: &T, new: T) -> bool {
+        if let SortedSet::Small(v) = self {
+            let Ok(i) = v.binary_search(old) else {
+                return false;
+            };
+            if new == *old {
+                return true;
+            }
+            match v.binary_search(&new) {
+                Ok(_) => {
+                    v.remove(i);
+                }
+                Err(j) if j > i => {
+                    v[i..j].rotate_left(1);
+                    v[j - 1] = new;
+                }
+                Err(j) => {
+                    v[j..=i].rotate_right(1);
+                    v[j] = new;
+                }
+            }
+            return true;
+        }
+        if !self.remove(old) {
+            return false;
+        }
+        self.insert(new);
+        true
+    }
+
     /// Removes every element.
     pub fn clear(&mut self) {
         *self = SortedSet::default();
@@ -193,6 +226,15 @@ mod tests {
                 match op {
                     0 | 1 => prop_assert_eq!(s.insert(x), r.insert(x)),
                     2 => prop_assert_eq!(s.remove(&x), r.remove(&x)),
+                    3 if x % 2 == 0 => {
+                        // Replace `x` by a nearby value (possibly present, possibly equal).
+                        let y = (x + 7 * (x % 5)) % 700;
+                        let had = r.remove(&x);
+                        if had {
+                            r.insert(y);
+                        }
+                        prop_assert_eq!(s.replace(&x, y), had);
+                    }
                     _ => {
                         let had = r.remove(&x);
                         let after = r.range(x..).next().copied();

@@ -224,9 +224,7 @@ impl QueueRqs {
 
     /// Moves `slot` in the sorted set after a front merge changed its start sector.
     pub fn resort(&mut self, slot: SlotId, old_sector: u64, new_sector: u64) {
-        if self.sort.remove(&(old_sector, slot)) {
-            self.sort.insert((new_sector, slot));
-        }
+        self.sort.replace(&(old_sector, slot), (new_sector, slot));
     }
 
     /// The oldest queued request if its deadline has passed at `now` (stale entries are dropped).

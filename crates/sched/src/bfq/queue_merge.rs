@@ -324,14 +324,21 @@ impl Bfq {
             return;
         }
         let g = qq.group as usize;
-        if let Some(old) = qq.pos_key {
-            if let Some(gr) = self.groups.get_mut(g) {
-                gr.pos.remove(&(old, q));
-            }
-        }
-        if let Some(new) = want {
-            if let Some(gr) = self.groups.get_mut(g) {
-                gr.pos.insert((new, q));
+        let old = qq.pos_key;
+        if let Some(gr) = self.groups.get_mut(g) {
+            match (old, want) {
+                (Some(o), Some(n)) => {
+                    if !gr.pos.replace(&(o, q), (n, q)) {
+                        gr.pos.insert((n, q));
+                    }
+                }
+                (Some(o), None) => {
+                    gr.pos.remove(&(o, q));
+                }
+                (None, Some(n)) => {
+                    gr.pos.insert((n, q));
+                }
+                (None, None) => {}
             }
         }
         self.qm(q).pos_key = want;
