@@ -7,8 +7,12 @@
 //! of a pair start from the same cache state below the loop device. It prints every run, the medians and the engine/fio ratios, then detaches the loop device and
 //! deletes the file, also on error or Ctrl-C.
 //!
+//! `--policies noop,bfq` runs the engine once per listed policy in each repetition (default: noop only), so that
+//! the table also gives each policy's IOPS against the first one's (paired within each repetition).
+//!
 //! ```text
-//! cargo run -p bfq-engine --release --example fio_compare -- [--size-mib 1024] [--runtime 10] [--reps 3]
+//! cargo run -p bfq-engine --release --example fio_compare -- [--size-mib 1024] [--runtime 10] [--reps 3] \
+//!     [--policies noop,bfq] [--job randread|read]
 //! ```
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
@@ -166,9 +170,9 @@ fn warm(dev: &str) -> Res<()> {
     }
 }
 
-fn engine_run(dev: &Path, job: Job, runtime: u64) -> Res<Run> {
+fn engine_run(dev: &Path, job: Job, runtime: u64, policy: &str) -> Res<Run> {
     let cfg = EngineConfig::for_path(dev);
-    let engine = Engine::start_named::<&str>("noop", &[], cfg).map_err(|e| e.to_string())?;
+    let engine = Engine::start_named::<&str>(policy, &[], cfg).map_err(|e| e.to_string())?;
     let file = engine.open(dev, false).map_err(|e| e.to_string())?;
     let flow = engine.flow(FlowOptions::named(job.name)).map_err(|e| e.to_string())?;
     let blocks = file.size_bytes() / job.bs as u64;
@@ -212,7 +216,7 @@ fn engine_run(dev: &Path, job: Job, runtime: u64) -> Res<Run> {
     drop(flow);
     let stats = engine.shutdown().map_err(|e| e.to_string())?;
     eprintln!(
-        "    engine: {} requests, policy {:.0} ns/request, {} reactor sleeps",
+        "    engine {policy}: {} requests, policy {:.0} ns/request, {} reactor sleeps",
         stats.completed,
         stats.policy_ns as f64 / stats.completed.max(1) as f64,
         stats.reactor_sleeps
@@ -251,6 +255,20 @@ fn real_main() -> Res<()> {
         .position(|a| a == "--job")
         .and_then(|i| args.get(i + 1))
         .cloned();
+    let policies: Vec<String> = match args.iter().position(|a| a == "--policies") {
+        Some(i) => args
+            .get(i + 1)
+            .ok_or("--policies needs a value, e.g. noop,bfq")?
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .collect(),
+        None => vec!["noop".to_string()],
+    };
+    for p in &policies {
+        if bfq_sched::find(p).is_none() {
+            return Err(format!("--policies: unknown policy {p} (see `bfq list`)"));
+        }
+    }
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
         return Err("needs root (losetup and the loop device's sysfs scheduler); run with sudo".into());
@@ -286,7 +304,12 @@ fn real_main() -> Res<()> {
     eprintln!("{dev}: direct-io {} scheduler none", dio.trim());
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
 
-    let mut results: Vec<[Vec<Run>; 2]> = vec![[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    // results[job][who]: who 0 is fio, 1.. the engine with each policy.
+    let contenders = 1 + policies.len();
+    let mut results: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); contenders]; JOBS.len()];
+    let names: Vec<String> = std::iter::once("fio".to_string())
+        .chain(policies.iter().map(|p| format!("engine {p}")))
+        .collect();
     let mut cmds = Vec::new();
     let mut log = Vec::new();
     for r in 0..reps {
@@ -294,7 +317,12 @@ fn real_main() -> Res<()> {
             if only_job.as_deref().is_some_and(|o| !job.name.starts_with(o)) {
                 continue;
             }
-            let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+            // The order rotates between repetitions (fio first, then second, ...), and every other repetition
+            // runs backwards, so that no contender always runs right after the warm-up.
+            let mut order: Vec<usize> = (0..contenders).map(|k| (k + r as usize) % contenders).collect();
+            if r % 2 == 1 {
+                order.reverse();
+            }
             // Read the whole device once first, so that both runs of the pair find the same caches below the
             // loop device (the host's, on a virtual machine) in the same state.
             warm(&dev)?;
@@ -309,12 +337,12 @@ fn real_main() -> Res<()> {
                     }
                     run
                 } else {
-                    engine_run(Path::new(&dev), *job, runtime)?
+                    engine_run(Path::new(&dev), *job, runtime, &policies[who - 1])?
                 };
                 let line = format!(
-                    "rep {r} {:<18} {:<6} {:>10.0} IOPS {:>8.1} MiB/s",
+                    "rep {r} {:<18} {:<12} {:>10.0} IOPS {:>8.1} MiB/s",
                     job.name,
-                    ["fio", "engine"][who],
+                    names[who],
                     run.iops,
                     run.bw / (1 << 20) as f64
                 );
@@ -327,41 +355,44 @@ fn real_main() -> Res<()> {
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "kernel {}, {} CPUs, load average at the end {}; {} MiB file on {dev} (direct-io, scheduler none); \
-         {reps} repetitions of {runtime} s, interleaved; engine: noop, one flow, tag limit 32",
+         {reps} repetitions of {runtime} s, interleaved; engine: {}, one flow, tag limit 32",
         kernel.trim(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        size_mib
+        size_mib,
+        policies.join(", ")
     );
     println!();
     for line in &log {
         println!("    {line}");
     }
     println!();
-    println!("| job | fio IOPS | engine (noop) IOPS | fio MiB/s | engine MiB/s | engine / fio (medians) | median of paired ratios |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| job | contender | median IOPS | median MiB/s | / fio (medians) | median of paired ratios to fio | median of paired ratios to engine {} |", policies[0]);
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for (j, job) in JOBS.iter().enumerate() {
         if results[j][0].is_empty() {
             continue;
         }
-        let mut fi: Vec<f64> = results[j][0].iter().map(|r| r.iops).collect();
-        let mut ei: Vec<f64> = results[j][1].iter().map(|r| r.iops).collect();
-        let mut fb: Vec<f64> = results[j][0].iter().map(|r| r.bw).collect();
-        let mut eb: Vec<f64> = results[j][1].iter().map(|r| r.bw).collect();
-        // Each repetition's engine run against the fio run beside it.
-        let mut paired: Vec<f64> = fi.iter().zip(&ei).map(|(f, e)| e / f).collect();
-        let paired = median(&mut paired);
-        let (fi, ei, fb, eb) = (median(&mut fi), median(&mut ei), median(&mut fb), median(&mut eb));
-        println!(
-            "| {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1}% | {:.1}% |",
-            job.name,
-            fi,
-            ei,
-            fb / (1 << 20) as f64,
-            eb / (1 << 20) as f64,
-            100.0 * ei / fi,
-            100.0 * paired
-        );
+        let fio_iops: Vec<f64> = results[j][0].iter().map(|r| r.iops).collect();
+        let first: Vec<f64> = results[j][1].iter().map(|r| r.iops).collect();
+        let fio_median = median(&mut fio_iops.clone());
+        for (who, name) in names.iter().enumerate() {
+            let iops: Vec<f64> = results[j][who].iter().map(|r| r.iops).collect();
+            let mut bw: Vec<f64> = results[j][who].iter().map(|r| r.bw).collect();
+            // Each repetition's run against the fio run (and the first policy's run) of the same repetition.
+            let mut to_fio: Vec<f64> = fio_iops.iter().zip(&iops).map(|(f, e)| e / f).collect();
+            let mut to_first: Vec<f64> = first.iter().zip(&iops).map(|(f, e)| e / f).collect();
+            let m = median(&mut iops.clone());
+            println!(
+                "| {} | {name} | {:.0} | {:.1} | {:.1}% | {:.1}% | {:.1}% |",
+                job.name,
+                m,
+                median(&mut bw) / (1 << 20) as f64,
+                100.0 * m / fio_median,
+                100.0 * median(&mut to_fio),
+                100.0 * median(&mut to_first)
+            );
+        }
     }
     println!();
     for c in cmds {

@@ -28,6 +28,7 @@ pub mod noop;
 pub mod registry;
 pub mod scheduler;
 pub mod slab;
+pub mod sorted;
 pub mod tags;
 pub mod text;
 pub mod tick;

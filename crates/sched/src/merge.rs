@@ -2,6 +2,7 @@
 //! (back merges through a hash of request end sectors, front merges through a lookup of start sectors).
 
 use crate::types::{Direction, Request};
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -26,6 +27,10 @@ impl Hasher for IntHasher {
     }
     fn write_u64(&mut self, v: u64) {
         self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    // `u32` keys (flow and group ids) in one step, not through the byte loop of `write` (issue 19).
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
     }
 }
 
@@ -66,13 +71,13 @@ impl MergeIndex {
 
     /// Forgets `rq` (stored under `handle`); entries that now point at other requests are left alone.
     pub fn remove(&mut self, handle: u64, rq: &Request) {
-        let e = key(rq.dir, rq.sync, rq.end());
-        if self.by_end.get(&e) == Some(&handle) {
-            self.by_end.remove(&e);
-        }
-        let s = key(rq.dir, rq.sync, rq.sector);
-        if self.by_start.get(&s) == Some(&handle) {
-            self.by_start.remove(&s);
+        // One probe per map: look the entry up once and remove it through the same handle.
+        for (map, sector) in [(&mut self.by_end, rq.end()), (&mut self.by_start, rq.sector)] {
+            if let Entry::Occupied(o) = map.entry(key(rq.dir, rq.sync, sector)) {
+                if *o.get() == handle {
+                    o.remove();
+                }
+            }
         }
     }
 

@@ -46,10 +46,20 @@ impl Bfq {
         let flow = rq.flow;
         self.queued += rq.parts();
         // Fast path: the flow is known and its sync queue is live and not being split.
-        let cur = self.flows.get(&flow.0).and_then(|c| c.sync_q);
+        // One flow lookup: whether a stable merge is scheduled is read here, so that the common case (none) does
+        // not look the flow up again.
+        let (cur, stable) = self
+            .flows
+            .get(&flow.0)
+            .map_or((None, false), |c| (c.sync_q, c.stable_merge.is_some()));
         let fast = cur.filter(|&c| rq.sync && self.is_live(c) && !self.q(c).merge.split_coop);
         let q = if let Some(cur) = fast {
-            match self.stable_merge_on_insert(flow, cur, now) {
+            let stably = if stable {
+                self.stable_merge_on_insert(flow, cur, now)
+            } else {
+                None
+            };
+            match stably {
                 Some(t) => t,
                 None => self.maybe_merge_on_insert(flow, cur, &rq, now),
             }

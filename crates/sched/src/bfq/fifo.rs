@@ -5,8 +5,9 @@
 use super::ids::{QueueId, SlotId};
 use crate::merge::{absorb, MergeIndex, MergeKind};
 use crate::slab::{Slab, SlabKey};
+use crate::sorted::SortedSet;
 use crate::types::{Request, Time};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 /// One stored request.
 #[derive(Debug, Clone)]
@@ -152,7 +153,7 @@ pub fn choose_first(a: Cand, b: Cand, last: u64, back_max: u64, penalty: u64) ->
 #[derive(Debug, Clone, Default)]
 pub struct QueueRqs {
     /// (sector, slot), sector-sorted.
-    pub sort: BTreeSet<(u64, SlotId)>,
+    pub sort: SortedSet<(u64, SlotId)>,
     /// Slots in arrival order; entries of dispatched requests (stale keys) are dropped lazily.
     pub fifo: VecDeque<SlotId>,
     /// The request to serve next.
@@ -186,7 +187,13 @@ impl QueueRqs {
     /// Removes the request in `slot` (whose sector is `sector`) and, if it was `next`, picks the new `next`
     /// between its sector-order neighbours.
     pub fn remove(&mut self, slot: SlotId, sector: u64, store: &Store, back_max: u64, penalty: u64) {
-        self.sort.remove(&(sector, slot));
+        let key = (sector, slot);
+        let (after, before) = if self.next == Some(slot) {
+            self.sort.remove_with_neighbours(&key)
+        } else {
+            self.sort.remove(&key);
+            (None, None)
+        };
         if self.sort.is_empty() {
             self.fifo.clear();
             self.next = None;
@@ -195,14 +202,7 @@ impl QueueRqs {
         if self.next != Some(slot) {
             return;
         }
-        let key = (sector, slot);
-        let after = self
-            .sort
-            .range(key..)
-            .next()
-            .or_else(|| self.sort.iter().next())
-            .copied();
-        let before = self.sort.range(..key).next_back().copied();
+        let after = after.or_else(|| self.sort.first());
         let last = sector;
         self.next = match (after, before) {
             (Some(a), Some(b)) if a != b => {
@@ -224,9 +224,7 @@ impl QueueRqs {
 
     /// Moves `slot` in the sorted set after a front merge changed its start sector.
     pub fn resort(&mut self, slot: SlotId, old_sector: u64, new_sector: u64) {
-        if self.sort.remove(&(old_sector, slot)) {
-            self.sort.insert((new_sector, slot));
-        }
+        self.sort.replace(&(old_sector, slot), (new_sector, slot));
     }
 
     /// The oldest queued request if its deadline has passed at `now` (stale entries are dropped).

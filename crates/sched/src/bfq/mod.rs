@@ -61,6 +61,7 @@ pub use depth::{
 use crate::device::DeviceInfo;
 use crate::merge::IntMap;
 use crate::scheduler::Scheduler;
+use crate::sorted::SortedSet;
 use crate::tunables::TunableValues;
 use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS};
 use budget::{Budgets, Expiration};
@@ -68,7 +69,7 @@ use fifo::{QueueRqs, Store};
 use idling::{HwTag, ThinkTime};
 use ids::{EntityId, QueueId, SdId};
 use peak_rate::PeakRate;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use tunables::Params;
 use wf2q::Wf2q;
 
@@ -124,7 +125,7 @@ pub(crate) struct Group {
     pub(crate) pending: u32,
     /// Busy sync queues by the sector of their next request (sectors), for early queue merging (the kernel's
     /// `pos_tree`).
-    pub(crate) pos: BTreeSet<(u64, QueueId)>,
+    pub(crate) pos: SortedSet<(u64, QueueId)>,
     /// The group's most recently created sync queue that started a stable-merge window (`last_bfqq_created`).
     pub(crate) last_created: Option<QueueId>,
 }
@@ -363,7 +364,7 @@ impl Bfq {
             sd: SdId::ROOT,
             async_q: [None; ASYNC_QUEUES],
             pending: 0,
-            pos: BTreeSet::new(),
+            pos: SortedSet::new(),
             last_created: None,
         });
         b.group_index.insert(0, 0);

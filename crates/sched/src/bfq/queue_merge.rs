@@ -90,10 +90,10 @@ impl Bfq {
         }
         let g = self.groups.get(self.q(q).group as usize)?;
         let lowest = QueueId::at(0);
-        let after = g.pos.range((sector, lowest)..).next();
-        let before = g.pos.range(..(sector, lowest)).next_back();
+        let after = g.pos.at_or_after(&(sector, lowest));
+        let before = g.pos.before(&(sector, lowest));
         let mut best: Option<(u64, QueueId)> = None;
-        for &(pos, c) in after.into_iter().chain(before) {
+        for (pos, c) in after.into_iter().chain(before) {
             let d = pos.abs_diff(sector);
             if d <= CLOSE_THR && self.may_cooperate(q, c) && best.is_none_or_closer(d) {
                 best = Some((d, c));
@@ -324,14 +324,21 @@ impl Bfq {
             return;
         }
         let g = qq.group as usize;
-        if let Some(old) = qq.pos_key {
-            if let Some(gr) = self.groups.get_mut(g) {
-                gr.pos.remove(&(old, q));
-            }
-        }
-        if let Some(new) = want {
-            if let Some(gr) = self.groups.get_mut(g) {
-                gr.pos.insert((new, q));
+        let old = qq.pos_key;
+        if let Some(gr) = self.groups.get_mut(g) {
+            match (old, want) {
+                (Some(o), Some(n)) => {
+                    if !gr.pos.replace(&(o, q), (n, q)) {
+                        gr.pos.insert((n, q));
+                    }
+                }
+                (Some(o), None) => {
+                    gr.pos.remove(&(o, q));
+                }
+                (None, Some(n)) => {
+                    gr.pos.insert((n, q));
+                }
+                (None, None) => {}
             }
         }
         self.qm(q).pos_key = want;

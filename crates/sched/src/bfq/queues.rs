@@ -9,8 +9,8 @@ use super::wf2q::Owner;
 use super::{burst, inject, weight_raising, Bfq, FlowCtx, Group, Queue, ASYNC_QUEUES, DEFAULT_GROUP_WEIGHT};
 use super::{Expiration, MAX_WEIGHT, WEIGHT_CONVERSION_COEFF};
 use crate::counter;
+use crate::sorted::SortedSet;
 use crate::types::{FlowId, FlowInfo, GroupId, IoClass, Time, IOPRIO_LEVELS};
-use std::collections::BTreeSet;
 
 impl Bfq {
     pub(crate) fn group_index_get(&self, g: GroupId) -> Option<u32> {
@@ -27,7 +27,7 @@ impl Bfq {
             sd,
             async_q: [None; ASYNC_QUEUES],
             pending: 0,
-            pos: BTreeSet::new(),
+            pos: SortedSet::new(),
             last_created: None,
         });
         self.group_index.insert(g.0, i);

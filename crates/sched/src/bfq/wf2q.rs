@@ -221,6 +221,8 @@ pub struct Wf2q {
     nodes: Vec<Node>,
     /// Counter mixed with the slot index into each inserted node's treap priority (deterministic).
     seed: u32,
+    /// Scratch stack of the treap operations (the nodes whose subtree minimum is to be recomputed).
+    path: Vec<u32>,
 }
 
 impl Default for Wf2q {
@@ -236,6 +238,106 @@ fn mix(x: u32) -> u32 {
     z ^ (z >> 16)
 }
 
+/// Recomputes the subtree minimum start of treap node `x` from its own start and its children's minima.
+fn pull(nodes: &mut [Node], x: u32) {
+    let n = nodes[x as usize];
+    let mut m = n.start;
+    if n.left != NIL {
+        m = m.min(nodes[n.left as usize].min_start);
+    }
+    if n.right != NIL {
+        m = m.min(nodes[n.right as usize].min_start);
+    }
+    nodes[x as usize].min_start = m;
+}
+
+/// Splits the treap `t` into the keys below `k` and the others; returns both roots. `path` is scratch space;
+/// what it held before is left as it was.
+fn split(nodes: &mut [Node], path: &mut Vec<u32>, t: u32, k: (u64, u32)) -> (u32, u32) {
+    let base = path.len();
+    let (mut lroot, mut rroot) = (NIL, NIL);
+    // The last node placed on each side: the next node of that side becomes its right (left) child.
+    let (mut lhook, mut rhook) = (NIL, NIL);
+    let mut cur = t;
+    while cur != NIL {
+        path.push(cur);
+        let c = nodes[cur as usize];
+        if (c.finish, cur) < k {
+            if lhook == NIL {
+                lroot = cur;
+            } else {
+                nodes[lhook as usize].right = cur;
+            }
+            lhook = cur;
+            cur = c.right;
+        } else {
+            if rhook == NIL {
+                rroot = cur;
+            } else {
+                nodes[rhook as usize].left = cur;
+            }
+            rhook = cur;
+            cur = c.left;
+        }
+    }
+    if lhook != NIL {
+        nodes[lhook as usize].right = NIL;
+    }
+    if rhook != NIL {
+        nodes[rhook as usize].left = NIL;
+    }
+    while path.len() > base {
+        if let Some(x) = path.pop() {
+            pull(nodes, x);
+        }
+    }
+    (lroot, rroot)
+}
+
+/// Joins treaps `a` and `b`, every key of `a` below every key of `b`; returns the root. `path` is scratch
+/// space; what it held before is left as it was.
+fn merge(nodes: &mut [Node], path: &mut Vec<u32>, a: u32, b: u32) -> u32 {
+    let base = path.len();
+    let mut root = NIL;
+    // Where the next subtree goes: the right child of a node taken from `a`, the left one of a node from `b`.
+    let mut hook = NIL;
+    let mut hook_right = false;
+    let (mut a, mut b) = (a, b);
+    loop {
+        let x = if a == NIL {
+            b
+        } else if b == NIL || nodes[a as usize].prio > nodes[b as usize].prio {
+            a
+        } else {
+            b
+        };
+        if hook == NIL {
+            root = x;
+        } else if hook_right {
+            nodes[hook as usize].right = x;
+        } else {
+            nodes[hook as usize].left = x;
+        }
+        if a == NIL || b == NIL {
+            break;
+        }
+        path.push(x);
+        hook = x;
+        hook_right = x == a;
+        if hook_right {
+            a = nodes[a as usize].right;
+        } else {
+            b = nodes[b as usize].left;
+        }
+    }
+    while path.len() > base {
+        if let Some(x) = path.pop() {
+            pull(nodes, x);
+        }
+    }
+    root
+}
+
 impl Wf2q {
     /// A hierarchy with only the root group.
     pub fn new() -> Self {
@@ -244,6 +346,7 @@ impl Wf2q {
             sds: vec![SchedData::new(None)],
             nodes: Vec::new(),
             seed: 1,
+            path: Vec::new(),
         }
     }
 
@@ -299,104 +402,78 @@ impl Wf2q {
 
     // ---- treap keyed by (finish, id), augmented with the subtree minimum start ----
 
-    fn key(&self, x: u32) -> (u64, u32) {
-        (self.nodes[x as usize].finish, x)
-    }
+    // The treap operations are iterative (issue 19: the recursive ones were the largest single cost of a request
+    // at 4096 flows). Each builds exactly the tree of the textbook recursive version: the nodes it relinks are
+    // remembered on `self.path` and their subtree minimum recomputed bottom-up afterwards.
 
-    fn pull(&mut self, x: u32) {
-        let n = self.nodes[x as usize];
-        let mut m = n.start;
-        if n.left != NIL {
-            m = m.min(self.nodes[n.left as usize].min_start);
-        }
-        if n.right != NIL {
-            m = m.min(self.nodes[n.right as usize].min_start);
-        }
-        self.nodes[x as usize].min_start = m;
-    }
-
-    /// Splits `t` into keys `< k` and `>= k`.
-    fn split(&mut self, t: u32, k: (u64, u32)) -> (u32, u32) {
-        if t == NIL {
-            return (NIL, NIL);
-        }
-        if self.key(t) < k {
-            let (a, b) = self.split(self.nodes[t as usize].right, k);
-            self.nodes[t as usize].right = a;
-            self.pull(t);
-            (t, b)
-        } else {
-            let (a, b) = self.split(self.nodes[t as usize].left, k);
-            self.nodes[t as usize].left = b;
-            self.pull(t);
-            (a, t)
-        }
-    }
-
-    fn merge(&mut self, a: u32, b: u32) -> u32 {
-        if a == NIL {
-            return b;
-        }
-        if b == NIL {
-            return a;
-        }
-        if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
-            let r = self.merge(self.nodes[a as usize].right, b);
-            self.nodes[a as usize].right = r;
-            self.pull(a);
-            a
-        } else {
-            let l = self.merge(a, self.nodes[b as usize].left);
-            self.nodes[b as usize].left = l;
-            self.pull(b);
-            b
-        }
-    }
-
+    /// Inserts node `n` (its own children `NIL`) into the treap rooted at `t`; returns the new root.
     fn t_insert(&mut self, t: u32, n: u32) -> u32 {
-        if t == NIL {
+        let nodes = &mut self.nodes[..];
+        let (kn, ns, pn) = {
+            let x = &nodes[n as usize];
+            ((x.finish, n), x.start, x.prio)
+        };
+        // Walk down while the nodes outrank `n`; `n`'s start joins each of their subtrees.
+        let mut parent = NIL;
+        let mut left_of_parent = false;
+        let mut cur = t;
+        while cur != NIL && nodes[cur as usize].prio >= pn {
+            let c = &mut nodes[cur as usize];
+            c.min_start = c.min_start.min(ns);
+            parent = cur;
+            left_of_parent = kn < (c.finish, cur);
+            cur = if left_of_parent { c.left } else { c.right };
+        }
+        // `n` takes `cur`'s place, with `cur`'s subtree split around it.
+        let (a, b) = split(nodes, &mut self.path, cur, kn);
+        nodes[n as usize].left = a;
+        nodes[n as usize].right = b;
+        pull(nodes, n);
+        if parent == NIL {
             return n;
         }
-        if self.nodes[n as usize].prio > self.nodes[t as usize].prio {
-            let (a, b) = self.split(t, self.key(n));
-            self.nodes[n as usize].left = a;
-            self.nodes[n as usize].right = b;
-            self.pull(n);
-            return n;
-        }
-        // `n`'s start joins this subtree whichever side it goes to.
-        let ns = self.nodes[n as usize].start;
-        let tn = &mut self.nodes[t as usize];
-        tn.min_start = tn.min_start.min(ns);
-        if self.key(n) < self.key(t) {
-            let l = self.t_insert(self.nodes[t as usize].left, n);
-            self.nodes[t as usize].left = l;
+        if left_of_parent {
+            nodes[parent as usize].left = n;
         } else {
-            let r = self.t_insert(self.nodes[t as usize].right, n);
-            self.nodes[t as usize].right = r;
+            nodes[parent as usize].right = n;
         }
         t
     }
 
+    /// Removes node `n` from the treap rooted at `t`; returns the new root.
     fn t_remove(&mut self, t: u32, n: u32) -> u32 {
-        if t == NIL {
-            return NIL;
+        let nodes = &mut self.nodes[..];
+        let path = &mut self.path;
+        path.clear();
+        let kn = (nodes[n as usize].finish, n);
+        let mut cur = t;
+        while cur != NIL && cur != n {
+            path.push(cur);
+            let c = &nodes[cur as usize];
+            cur = if kn < (c.finish, cur) { c.left } else { c.right };
         }
-        if t == n {
-            let x = self.nodes[t as usize];
-            self.nodes[t as usize].left = NIL;
-            self.nodes[t as usize].right = NIL;
-            return self.merge(x.left, x.right);
+        let mut root = t;
+        if cur == n {
+            let (l, r) = (nodes[n as usize].left, nodes[n as usize].right);
+            nodes[n as usize].left = NIL;
+            nodes[n as usize].right = NIL;
+            let m = merge(nodes, path, l, r);
+            match path.last() {
+                None => root = m,
+                Some(&p) => {
+                    let pn = &mut nodes[p as usize];
+                    if kn < (pn.finish, p) {
+                        pn.left = m;
+                    } else {
+                        pn.right = m;
+                    }
+                }
+            }
         }
-        if self.key(n) < self.key(t) {
-            let l = self.t_remove(self.nodes[t as usize].left, n);
-            self.nodes[t as usize].left = l;
-        } else {
-            let r = self.t_remove(self.nodes[t as usize].right, n);
-            self.nodes[t as usize].right = r;
+        while let Some(x) = path.pop() {
+            pull(nodes, x);
         }
-        self.pull(t);
-        t
+        root
     }
 
     /// The eligible (`S <= v`) entity with the smallest finish time under `t`, in one root-to-leaf walk.
