@@ -164,7 +164,7 @@ fn replay_app() -> Result<()> {
 #[command(allow_negative_numbers = true)]
 struct RunArgs {
     /// Device preset (seagate-hdd, hitachi-hdd, seagate-raid1, enterprise-hdd, plextor-ssd, toshiba-1.8-hdd, transcend-microsd,
-    /// sandisk-emmc, nvme; docs/DEVICES.md) or path to a device TOML file.
+    /// sandisk-emmc, nvme, san-lun; docs/DEVICES.md) or path to a device TOML file.
     #[arg(long, default_value = "seagate-hdd")]
     device: String,
     /// Scheduler (see `bfq schedulers`).

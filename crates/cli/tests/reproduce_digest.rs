@@ -56,40 +56,42 @@ struct Pinned {
     thresholds: &'static [f64],
 }
 
-/// `bfq reproduce --quick`, seed 1: 16 of its 21 lines pass with the seed's era (bfq-v7r2). What fails, and why, is
+/// `bfq reproduce --quick`, seed 1: 15 of its 25 lines pass with the seed's era (bfq-v7r2). What fails, and why, is
 /// in README.md and docs/SCHEDULERS.md ("BFQ in two eras", "Timer tick"): v7r2's SSD throughput (its NCQ detection
 /// in the model), v7r2's xterm on the 1.8-inch HDD at the seed's HZ=100 (its HZ/125 idle slice truncates to 0),
 /// the cfq/bfq start-up ratios above seed 000's 5-14x (our cfq is 3.13's, not 2010's) and 5r5w-rand throughput
-/// (v7r2 idles after each random read); with the newest bfq, xterm under 5r5w-seq (1.51x, injection), 10r-rand on
+/// (v7r2 idles after each random read), seed 003's iozone lines on the SAN LUN (issue 14: one-thread reads differ
+/// by what the page cache holds, ten-thread writes are all link-bound because the host's flusher sends per-file runs,
+/// ten-thread reads summed per thread are inflated under deadline and noop); with the newest bfq, xterm under 5r5w-seq (1.51x, injection), 10r-rand on
 /// the HDD (100 %: the newest does not idle for seeky queues) and the tick lines (the newest ignores HZ). An `X`
 /// figure (no start-up in 60 s) is pinned as infinity.
 const CHECKLIST: &[Pinned] = &[
     Pinned {
         key: "xterm start-up under 10r-seq, seagate-hdd:",
         after: "x faster than cfq",
-        seed: (true, 18.5),
-        newest: Some((true, 18.2)),
+        seed: (true, 18.8),
+        newest: Some((true, 18.4)),
         thresholds: &[5.0],
     },
     Pinned {
         key: "xterm start-up under 5r5w-seq, seagate-hdd:",
         after: "x faster than cfq",
-        seed: (true, 14.8),
-        newest: Some((true, 10.1)),
+        seed: (true, 23.8),
+        newest: Some((true, 16.0)),
         thresholds: &[5.0],
     },
     Pinned {
         key: "on seagate-hdd stays within 1.5x of idle",
         after: "x under",
         seed: (true, 1.11),
-        newest: Some((false, 1.62)),
+        newest: Some((false, 1.65)),
         thresholds: &[1.5],
     },
     Pinned {
         key: "on plextor-ssd stays within 1.5x of idle",
         after: "x under",
-        seed: (true, 1.13),
-        newest: Some((true, 1.22)),
+        seed: (true, 1.08),
+        newest: Some((true, 1.12)),
         thresholds: &[1.5],
     },
     // The 1.8-inch HDD at the seed's HZ=100, run for the coarse-tick lines below.
@@ -136,28 +138,60 @@ const CHECKLIST: &[Pinned] = &[
         newest: Some((true, 0.7)),
         thresholds: &[2.0],
     },
+    // Seed 003 on its device class, the SAN LUN (issue 14; 4.2 % on plextor-ssd before): reads of one thread
+    // differ by what of its 6 GiB file the 4 GiB page cache still holds after the write phases.
     Pinned {
-        key: "iozone with 1 thread on plextor-ssd",
+        key: "iozone with 1 thread on san-lun",
         after: "% of each other",
-        // 4.4 before writeback throttling (issue 14) slowed noop's, mq-deadline's and kyber's iozone writes.
-        seed: (true, 4.2),
+        seed: (false, 21.3),
         newest: None,
         thresholds: &[9.6],
+    },
+    // Ten threads: every scheduler writes at the LUN's link rate (the host's flusher sends per-file runs, so no
+    // scheduler has an interleaved order to keep or sort); reads summed per thread (iozone's "children see") are
+    // inflated by unequal finishing times under deadline and noop.
+    Pinned {
+        key: "iozone write with 10 threads on san-lun",
+        after: "% of deadline",
+        seed: (false, 100.0),
+        newest: None,
+        thresholds: &[100.0],
+    },
+    Pinned {
+        key: "iozone re-write with 10 threads on san-lun",
+        after: "% of deadline",
+        seed: (false, 100.0),
+        newest: None,
+        thresholds: &[100.0],
+    },
+    Pinned {
+        key: "iozone read with 10 threads on san-lun",
+        after: "% of the fastest",
+        seed: (false, 45.0),
+        newest: None,
+        thresholds: &[80.0],
+    },
+    Pinned {
+        key: "iozone re-read with 10 threads on san-lun",
+        after: "% of the fastest",
+        seed: (false, 56.0),
+        newest: None,
+        thresholds: &[80.0],
     },
     // Issue 20's claims from here on.
     Pinned {
         key: "xterm start-up on seagate-hdd, aggregate throughput",
         after: "% against cfq",
-        seed: (true, 9.9),
-        newest: Some((true, 5.6)),
+        seed: (true, 9.7),
+        newest: Some((true, 6.1)),
         thresholds: &[0.0, 30.0],
     },
     // The largest cfq/bfq start-up ratio against the top of seed 000's 5-14x.
     Pinned {
         key: "start-up on seagate-hdd, cfq over",
         after: "x (seed 000",
-        seed: (false, 18.5),
-        newest: Some((false, 18.2)),
+        seed: (false, 23.8),
+        newest: Some((false, 18.4)),
         thresholds: &[14.0],
     },
     // The longest a read waited in the policy against the bound for 11 queues (fifo_expire_sync + 2 x 11 x 133 ms).
@@ -165,14 +199,14 @@ const CHECKLIST: &[Pinned] = &[
         key: "under 10r-seq on seagate-hdd: read",
         after: " ms (xterm; bound",
         seed: (true, 2047.0),
-        newest: Some((true, 1890.0)),
+        newest: Some((true, 1922.0)),
         thresholds: &[3051.0],
     },
     Pinned {
         key: "under 5r5w-seq on seagate-hdd: read",
         after: " ms (xterm; bound",
-        seed: (true, 1389.0),
-        newest: Some((true, 626.0)),
+        seed: (true, 1406.0),
+        newest: Some((true, 695.0)),
         thresholds: &[3317.0],
     },
     Pinned {
@@ -196,29 +230,29 @@ const CHECKLIST: &[Pinned] = &[
         newest: Some((true, 100.0)),
         thresholds: &[90.0],
     },
-    // 5r-rand's start-up against the worst other workload's at HZ=100: v7r2's 5r-seq 56.20 s, the newest's 1.69 s.
+    // 5r-rand's start-up against the worst other workload's at HZ=100: v7r2's 5r-seq 56.20 s, the newest's 1.74 s.
     Pinned {
         key: "xterm start-up on toshiba-1.8-hdd with",
         after: " against the worst",
         seed: (true, f64::INFINITY),
-        newest: Some((false, 1.54)),
-        thresholds: &[56.2, 1.69],
+        newest: Some((false, 1.62)),
+        thresholds: &[56.2, 1.74],
     },
-    // 5r-rand at HZ=100 against exact timers: v7r2 1.63 s, the newest 1.54 s (the same: it ignores HZ).
+    // 5r-rand at HZ=100 against exact timers: v7r2 1.70 s, the newest 1.62 s (the same: it ignores HZ).
     Pinned {
         key: "on toshiba-1.8-hdd under 5r-rand with",
         after: " at HZ=100 against",
         seed: (true, f64::INFINITY),
-        newest: Some((false, 1.54)),
-        thresholds: &[1.63, 1.54],
+        newest: Some((false, 1.62)),
+        thresholds: &[1.70, 1.62],
     },
     // noop's start-up with the SSD's reordering off against its 5.00 s with it on.
     Pinned {
         key: "xterm start-up under 10r-seq on plextor-ssd, device reordering",
         after: " s (seed 004",
-        seed: (true, 1.87),
-        newest: Some((true, 1.87)),
-        thresholds: &[5.0],
+        seed: (true, 1.91),
+        newest: Some((true, 1.91)),
+        thresholds: &[5.04],
     },
 ];
 
@@ -288,7 +322,7 @@ fn check_pinned_checklist(report: &Path) {
             (got, want) => panic!("{}: newest bfq {got:?}, pinned {want:?}", line.key),
         }
     }
-    assert_eq!(items.iter().filter(|i| i.pass).count(), 16, "16 of 21 lines pass");
+    assert_eq!(items.iter().filter(|i| i.pass).count(), 15, "15 of 25 lines pass");
 }
 
 #[test]

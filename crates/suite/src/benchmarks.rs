@@ -9,7 +9,7 @@ use bfq_sched::{Time, SEC};
 use bfq_sim::{HostConfig, Simulation};
 use bfq_workload::fio::{JobConfig, Pattern};
 use bfq_workload::interleaved::{InterleavedReader, S_INTERLEAVED_MEASURE_NS, S_INTERLEAVED_WARMUP_NS};
-use bfq_workload::iozone::iozone_threads;
+use bfq_workload::iozone::{iozone_threads, Iozone, IozonePhase};
 use bfq_workload::noise::{Noise, NoiseConfig, S_NOISE_BS_BYTES, S_NOISE_COUNT};
 use bfq_workload::readers::Reader;
 use bfq_workload::video::{VideoConfig, VideoPlayer, S_CLIP_DURATION_NS};
@@ -110,9 +110,14 @@ pub fn run_fairness(exp: &Experiment, device: &str, weights: &[u32], zones: Zone
     Ok(RunResult::new(exp, r))
 }
 
+/// Size of each thread's file in seed 003's runs (`iozone -s24g`), bytes: the distance between the threads' files.
+pub const IOZONE_SEED_FILE_BYTES: u64 = 24 << 30;
+
 /// iozone `-s <file_size> -r 512k -i 0 -i 1 -t <threads>`: each thread writes, re-writes, reads and re-reads its own
-/// file. Reports per-phase throughput in KB/s (iozone's "children see throughput": the sum of each thread's rate)
-/// as `extra` keys `write_kbps`, `rewrite_kbps`, `read_kbps`, `reread_kbps`.
+/// file, the threads starting each phase together once all have finished the previous one (iozone's throughput
+/// mode). Reports per-phase throughput in KB/s (iozone's "children see throughput": the sum of each thread's rate)
+/// as `extra` keys `write_kbps`, `rewrite_kbps`, `read_kbps`, `reread_kbps`. Thread i's file starts
+/// i x [`IOZONE_SEED_FILE_BYTES`] into the device when it fits there.
 ///
 /// With `time_policy` the wall-clock CPU time spent inside the policy is measured and reported per request in
 /// [`RunResult::sched_cpu_ns_per_request`] (iozone's `-+u` CPU cost column); that figure is not reproducible.
@@ -120,22 +125,46 @@ pub fn run_iozone(exp: &Experiment, device: &str, threads: u32, file_size: u64) 
     let time_policy = exp.settings.time_policy;
     let (mut sim, dev_name) = simulation(exp, device, time_policy)?;
     let (files, procs) = iozone_threads(threads, 0, file_size, 512 << 10);
-    for f in &files {
-        sim.add_file(f)?;
+    let capacity = sim.device_info().capacity_sectors as f64 * 512.0;
+    for (i, f) in files.iter().enumerate() {
+        // The seed's threads each wrote a 24 GiB file, one after the other on the file system: concurrent
+        // threads worked 24 GiB apart. The simulated files are smaller, so they are placed that far apart (where
+        // the device holds it), keeping the seed's distance between the threads' positions.
+        let mut f = f.clone();
+        let at = (i as u64 * IOZONE_SEED_FILE_BYTES) as f64 / capacity;
+        if i > 0 && at + (file_size as f64) / capacity < 1.0 {
+            f.placement = Placement::At(at);
+        }
+        sim.add_file(&f)?;
     }
-    let pids: Vec<_> = procs.into_iter().map(|p| sim.spawn(0, Box::new(p))).collect();
+    // iozone's throughput mode runs one test at a time: every thread starts the phase together and the next phase
+    // starts once the last thread has finished (a barrier), so each phase's threads compete only with each other.
     // Generous limit: every phase moves the whole file, at no less than 1 MB/s.
     let limit = 4 * file_size * u64::from(threads) / 1_000_000 * SEC + 60 * SEC;
-    for &p in &pids {
-        sim.run_until_exit(p, limit);
-    }
     let mut rates: BTreeMap<String, f64> = BTreeMap::new();
-    for &p in &pids {
-        if let Some(rep) = sim.report(p) {
-            for ph in &rep.phases {
-                *rates.entry(format!("{}_kbps", ph.name)).or_default() += ph.bytes_per_s() / 1024.0;
+    let mut start = 0;
+    for phase in IozonePhase::WRITE_READ {
+        let pids: Vec<_> = procs
+            .iter()
+            .map(|p| {
+                let mut cfg = p.config().clone();
+                cfg.phases = vec![phase];
+                sim.spawn(start, Box::new(Iozone::new(cfg)))
+            })
+            .collect();
+        for &p in &pids {
+            if let Some(t) = sim.run_until_exit(p, limit) {
+                start = start.max(t);
             }
         }
+        for &p in &pids {
+            if let Some(rep) = sim.report(p) {
+                for ph in &rep.phases {
+                    *rates.entry(format!("{}_kbps", ph.name)).or_default() += ph.bytes_per_s() / 1024.0;
+                }
+            }
+        }
+        start = start.max(sim.now());
     }
     let end = sim.now().max(1);
     let mut r = Measured::on(dev_name).with_mbps(sim.metrics().mbps_between(0, end));

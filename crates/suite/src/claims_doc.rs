@@ -124,8 +124,8 @@ pub const SEED_SENTENCES: [SeedSentence; 31] = [
         seed: "003, test 2",
         sentence: "there is not much different on reading [...] While they made different on writing, where deadline \
                    does the best",
-        claims: &[],
-        note: "the 10-thread iozone claims come with the SAN preset of the device-models issue (14)",
+        claims: &["iozone-ten-threads-write", "iozone-ten-threads-read"],
+        note: "",
     },
     SeedSentence {
         seed: "003, test 2",

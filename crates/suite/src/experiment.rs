@@ -163,11 +163,14 @@ pub struct Settings {
     /// continue a sequential stream). `false` makes the device serve its queue oldest first (prefetching stays);
     /// only the SSD model has such a queue. Simulator only; recorded as `device_reordering=off`.
     pub device_reordering: bool,
+    /// Simulator: the host's largest readahead window (`read_ahead_kb`), KiB; `None` for the default (128 KiB).
+    /// Recorded as `read_ahead_kb=<n>` (seed 003's tables ran with a 16 MiB window).
+    pub read_ahead_kb: Option<u64>,
 }
 
 impl Settings {
     /// The scenario settings that differ from the defaults, as `key=value` labels for
-    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`.
+    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`, `read_ahead_kb=<n>`.
     pub fn scenario_labels(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(hz) = self.timer_hz {
@@ -175,6 +178,9 @@ impl Settings {
         }
         if !self.device_reordering {
             out.push("device_reordering=off".to_string());
+        }
+        if let Some(kb) = self.read_ahead_kb {
+            out.push(format!("read_ahead_kb={kb}"));
         }
         out
     }
@@ -195,6 +201,7 @@ impl Default for Settings {
             wbt_lat_us: None,
             timer_hz: None,
             device_reordering: true,
+            read_ahead_kb: None,
         }
     }
 }

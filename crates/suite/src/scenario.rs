@@ -186,7 +186,8 @@ wrap_errors!(
 pub enum AppError {
     /// Neither a synthetic profile's name nor an existing file (bad user input).
     #[error(
-        "unknown application '{}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file",
+        "unknown application '{}': use bash, xterm, konsole, gnome-terminal, lowriter (oowriter), or a profile file, \
+         optionally followed by :zero-think",
         bfq_sched::text::one_line(.0)
     )]
     Unknown(String),
@@ -208,8 +209,12 @@ pub enum AppError {
     },
 }
 
-/// Loads an application profile by name (a synthetic profile) or from a file.
+/// Loads an application profile by name (a synthetic profile) or from a file. A name or path ending in
+/// `:zero-think` ([`profile::ZERO_THINK_SUFFIX`]) gives the profile without think times (S's replay).
 pub fn load_profile(app: &str) -> Result<Profile, AppError> {
+    if let Some(base) = app.strip_suffix(profile::ZERO_THINK_SUFFIX) {
+        return load_profile(base).map(Profile::without_think);
+    }
     if let Some(p) = profile::synthetic(app) {
         return Ok(p);
     }
@@ -280,13 +285,15 @@ impl Testbed for SimBed {
     }
 }
 
-/// The simulated host of `exp`: the default host with `exp`'s CPU timing and timer tick
+/// The simulated host of `exp`: the default host with `exp`'s CPU timing, timer tick and readahead window
 /// ([`crate::experiment::Settings`]).
 pub(crate) fn host_config(exp: &Experiment) -> HostConfig {
+    let default = HostConfig::default();
     HostConfig {
         time_policy: exp.settings.time_policy,
         timer_hz: exp.settings.timer_hz,
-        ..HostConfig::default()
+        read_ahead_kb: exp.settings.read_ahead_kb.unwrap_or(default.read_ahead_kb),
+        ..default
     }
 }
 
@@ -427,6 +434,24 @@ mod tests {
             Err(AppError::Read { error, .. }) => assert_eq!(error.kind(), std::io::ErrorKind::NotFound),
             other => panic!("expected a read error, got {other:?}"),
         }
+        // `:zero-think` gives the same requests with every think time 0 (S's replay); the derived think times are
+        // not all 0 (xterm's recording has CPU gaps of up to milliseconds).
+        let with = load_profile("xterm").expect("synthetic");
+        let without = load_profile("xterm:zero-think").expect("synthetic, zero think");
+        assert!(with.requests.iter().any(|r| r.think_us > 0));
+        assert!(without.requests.iter().all(|r| r.think_us == 0));
+        assert_eq!(
+            with.requests
+                .iter()
+                .map(|r| (r.file, r.offset, r.len))
+                .collect::<Vec<_>>(),
+            without
+                .requests
+                .iter()
+                .map(|r| (r.file, r.offset, r.len))
+                .collect::<Vec<_>>()
+        );
+        assert!(matches!(load_profile("emacs:zero-think"), Err(AppError::Unknown(_))));
         let e = ScenarioError::from(load_profile("emacs").expect_err("unknown"));
         assert!(matches!(e, ScenarioError::App(AppError::Unknown(_))), "{e:?}");
         assert!(

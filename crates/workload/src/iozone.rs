@@ -3,9 +3,10 @@
 //! each phase's bytes and duration ([`ProcessReport::phases`]).
 //!
 //! There is no iozone in S (docs/BENCHMARKS.md, iozone); the reference tables (seed 003: `-s24g -r512 -i 0 -i 1
-//! -t 1|10`) report Write, re-write, read, re-read in KiB/s. Simplifications: threads are independent processes, so
-//! unlike iozone's throughput mode they do not wait for each other between phases; iozone's "write" includes creating
-//! the file, which here is a file that starts empty ([`FileSpec::prewritten`] false).
+//! -t 1|10`) report Write, re-write, read, re-read in KiB/s. Threads are independent processes; iozone's throughput
+//! mode, where all threads start each phase together, is the benchmark runner's job (it runs one phase per process,
+//! `bfq_suite::benchmarks::run_iozone`). iozone's "write" includes creating the file, which here is a file that
+//! starts empty ([`FileSpec::prewritten`] false).
 
 use crate::process::{
     Actions, Event, FileId, FileSpec, FlowSpec, IoMode, Op, PhaseReport, Placement, Process, ProcessReport,
@@ -179,7 +180,12 @@ impl Iozone {
         out.exit = true;
     }
 
-    /// The file this thread needs: `file_size` bytes, contiguous, starting empty.
+    /// The thread's settings.
+    pub fn config(&self) -> &IozoneConfig {
+        &self.cfg
+    }
+
+    /// The thread's file as the scenario must create it (empty, contiguous).
     pub fn file_spec(&self) -> FileSpec {
         FileSpec {
             name: format!("{}.tmp", self.cfg.name),

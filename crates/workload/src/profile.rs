@@ -409,8 +409,11 @@ pub struct SyntheticSpec {
     pub random_fraction: f64,
     /// Seed of the generator.
     pub seed: u64,
-    /// Mean think time before a random request, µs (sequential continuations have none).
-    pub think_mean_us: f64,
+    /// Think times to draw from before a run's first (random) request, µs; each draw picks one entry uniformly
+    /// (empty: no think time). By default the measured gaps of a recording ([`RecordedThink`]).
+    pub think_random_us: Vec<u64>,
+    /// Think times to draw from before a continuation (a request continuing the previous one), µs; empty: none.
+    pub think_continuation_us: Vec<u64>,
     /// Fraction of multi-request runs that are readahead runs (a sync read followed by readahead).
     pub readahead_run_fraction: f64,
     /// Sequential runs per file, on average (sets the number of files).
@@ -419,9 +422,72 @@ pub struct SyntheticSpec {
     pub region: (f64, f64),
 }
 
-/// Mean think time before a random request, µs (assumption: a page fault's worth of CPU work between library
-/// loads; S's replayer replays none).
-pub const SYNTHETIC_THINK_MEAN_US: f64 = 50.0;
+/// The application CPU time between reads measured by `bfq record` on this machine, split by the request that
+/// follows it: a random request (another file, or not continuing the previous read) or a continuation. Parsed from
+/// the recordings in `profiles/` (docs/PROFILES.md, Think times); the synthetic profiles draw their think times
+/// from these samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedThink {
+    /// The recording the samples come from.
+    pub source: &'static str,
+    /// Think times before random requests (the first request's included: the time from the fork to it), µs.
+    pub random_us: Vec<u64>,
+    /// Think times before continuations, µs.
+    pub continuation_us: Vec<u64>,
+}
+
+/// `bfq record -- bash -c exit` on this machine (docs/PROFILES.md, Recorded profiles).
+const BASH_RECORDING: &str = include_str!("../../../profiles/bash.recorded.profile");
+/// `bfq record -- xterm /bin/true` on this machine, without the X server's reads.
+const XTERM_RECORDING: &str = include_str!("../../../profiles/xterm.recorded.profile");
+
+impl RecordedThink {
+    /// The think times of a recorded profile, split into random and continuation samples.
+    pub fn of(source: &'static str, p: &Profile) -> RecordedThink {
+        let mut out = RecordedThink {
+            source,
+            random_us: Vec::new(),
+            continuation_us: Vec::new(),
+        };
+        let mut prev: Option<&ProfileRequest> = None;
+        for r in &p.requests {
+            let continues = prev.is_some_and(|q| q.file == r.file && q.offset + q.len == r.offset);
+            if continues {
+                out.continuation_us.push(r.think_us);
+            } else {
+                out.random_us.push(r.think_us);
+            }
+            prev = Some(r);
+        }
+        out
+    }
+
+    /// The samples for the synthetic profile `name`: bash's own recording for bash; for the X and office
+    /// applications the xterm recording, the only recorded graphical start-up (an assumption for konsole,
+    /// gnome-terminal and lowriter: their CPU work per read is taken as xterm's). `None` for other names.
+    pub fn for_app(name: &str) -> Option<RecordedThink> {
+        let (source, text) = match name {
+            "bash" => ("profiles/bash.recorded.profile", BASH_RECORDING),
+            "xterm" | "konsole" | "gnome-terminal" | "lowriter" | "oowriter" => {
+                ("profiles/xterm.recorded.profile", XTERM_RECORDING)
+            }
+            _ => return None,
+        };
+        // The recordings are part of the source tree and tested to parse; a broken one gives no think times
+        // rather than a panic.
+        let p = Profile::parse_file(text).ok()?;
+        Some(RecordedThink::of(source, &p))
+    }
+}
+
+/// Mean of a sample, µs (0 for an empty one).
+pub fn mean_us(sample: &[u64]) -> f64 {
+    if sample.is_empty() {
+        0.0
+    } else {
+        sample.iter().sum::<u64>() as f64 / sample.len() as f64
+    }
+}
 /// Share of multi-request runs that are readahead (in S's xterm trace most sequential requests are flagged RA).
 pub const SYNTHETIC_RA_RUN_FRACTION: f64 = 0.6;
 /// Sequential runs per file on average (an application touches each library in a few places).
@@ -438,15 +504,18 @@ const MAX_REQUEST_PAGES: u64 = 128;
 const MULTI_PAGE_RANGE: (f64, f64) = (2.0, 32.0);
 
 impl SyntheticSpec {
-    /// A spec with the default shape parameters and a seed derived from the name.
+    /// A spec with the default shape parameters, a seed derived from the name, and think times drawn from the
+    /// recording [`RecordedThink::for_app`] gives for the name (none for other names).
     pub fn new(name: &str, requests: u64, bytes: u64, random_fraction: f64) -> Self {
+        let think = RecordedThink::for_app(name);
         SyntheticSpec {
             name: name.to_string(),
             requests,
             bytes,
             random_fraction,
             seed: name_hash(name),
-            think_mean_us: SYNTHETIC_THINK_MEAN_US,
+            think_random_us: think.as_ref().map(|t| t.random_us.clone()).unwrap_or_default(),
+            think_continuation_us: think.map(|t| t.continuation_us).unwrap_or_default(),
             readahead_run_fraction: SYNTHETIC_RA_RUN_FRACTION,
             runs_per_file: SYNTHETIC_RUNS_PER_FILE,
             region: SYNTHETIC_REGION,
@@ -592,13 +661,23 @@ pub fn generate(spec: &SyntheticSpec) -> Profile {
         })
         .collect();
 
+    // Think times come from a stream of their own, so that the profile's shape (runs, sizes, files) does not
+    // depend on them.
+    let mut think_rng = stream_numbered(spec.seed, name_hash("synthetic-think"));
+    let mut draw = |sample: &[u64]| -> u64 {
+        if sample.is_empty() {
+            0
+        } else {
+            sample[think_rng.gen_range(0..sample.len())]
+        }
+    };
     for (ri, run) in runs.iter().enumerate() {
         let mut off = run_offset[ri];
         for (i, &pages) in run.pages.iter().enumerate() {
             let think_us = if i == 0 {
-                (-(1.0 - rng.gen::<f64>()).ln() * spec.think_mean_us).round() as u64
+                draw(&spec.think_random_us)
             } else {
-                0
+                draw(&spec.think_continuation_us)
             };
             let kind = if i > 0 && run.readahead {
                 ReqKind::Readahead
@@ -640,14 +719,89 @@ pub fn synthetic_spec(name: &str) -> Option<SyntheticSpec> {
     })
 }
 
-/// A named synthetic profile: bash, xterm, konsole, gnome-terminal, lowriter (alias oowriter).
+/// A named synthetic profile: bash, xterm, konsole, gnome-terminal, lowriter (alias oowriter), with think times
+/// drawn from this machine's recordings ([`RecordedThink::for_app`]).
 pub fn synthetic(name: &str) -> Option<Profile> {
     synthetic_spec(name).map(|s| generate(&s))
+}
+
+/// Suffix of an application name asking for S's replay without think times (`xterm:zero-think`).
+pub const ZERO_THINK_SUFFIX: &str = ":zero-think";
+
+impl Profile {
+    /// The same profile with every think time 0: S's replayer issues the recorded requests back to back, with no
+    /// application CPU time between them.
+    pub fn without_think(mut self) -> Profile {
+        for r in &mut self.requests {
+            r.think_us = 0;
+        }
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prints each synthetic profile's think-time total and its source (the figures in docs/PROFILES.md; run with
+    /// `cargo test --release -p bfq-workload -- --ignored --nocapture synthetic_think_report`).
+    #[test]
+    #[ignore]
+    fn synthetic_think_report() {
+        for name in SYNTHETIC_NAMES {
+            let rec = RecordedThink::for_app(name).expect("recorded");
+            let st = synthetic(name).expect("known").stats();
+            println!(
+                "{name}: think total {:.1} ms over {} requests ({} random); source {} (mean {:.1} us before random, \
+                 {:.1} us before continuations; {} and {} samples)",
+                st.think_us as f64 / 1e3,
+                st.requests,
+                st.random,
+                rec.source,
+                mean_us(&rec.random_us),
+                mean_us(&rec.continuation_us),
+                rec.random_us.len(),
+                rec.continuation_us.len()
+            );
+        }
+    }
+
+    #[test]
+    fn synthetic_think_times_come_from_the_recordings() {
+        // Every think time of a synthetic profile is one of the recorded gaps of its source recording: run starts
+        // (random requests) draw from the gaps before random requests, continuations from the gaps before
+        // continuations. Both samples of both recordings are non-empty, and xterm's recorded gaps before random
+        // requests are longer on average than before continuations (a new library or file means CPU work:
+        // relocation, parsing; a continuation is the next page of the same read).
+        for name in SYNTHETIC_NAMES {
+            let rec = RecordedThink::for_app(name).expect("every synthetic profile has a recording");
+            assert!(!rec.random_us.is_empty() && !rec.continuation_us.is_empty(), "{name}");
+            let p = synthetic(name).expect("known");
+            let mut prev: Option<&ProfileRequest> = None;
+            for r in &p.requests {
+                let continues = prev.is_some_and(|q| q.file == r.file && q.offset + q.len == r.offset);
+                let sample = if continues {
+                    &rec.continuation_us
+                } else {
+                    &rec.random_us
+                };
+                assert!(
+                    sample.contains(&r.think_us),
+                    "{name}: think {} not recorded",
+                    r.think_us
+                );
+                prev = Some(r);
+            }
+            assert!(p.stats().think_us > 0, "{name}");
+        }
+        let x = RecordedThink::for_app("xterm").expect("recorded");
+        assert!(mean_us(&x.random_us) > mean_us(&x.continuation_us));
+        assert!(RecordedThink::for_app("emacs").is_none());
+        // The zero-think replay keeps every request and drops every think time.
+        let z = synthetic("xterm").expect("known").without_think();
+        assert_eq!(z.requests.len(), 718);
+        assert_eq!(z.stats().think_us, 0);
+    }
 
     #[test]
     fn synthetic_profiles_match_targets() {

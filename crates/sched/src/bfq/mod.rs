@@ -225,6 +225,8 @@ pub struct Bfq {
     pub(crate) p: Params,
     /// The rules of the era this policy follows.
     pub(crate) rules: Rules,
+    /// Early queue merging switched off ([`Bfq::without_queue_merging`]); never set by the kernel's tunables.
+    pub(crate) no_queue_merging: bool,
     /// v7r2: long slots sampled by the per-slot peak-rate estimator, up to [`era::V7_PEAK_RATE_SAMPLES`].
     pub(crate) v7_rate_samples: u32,
     /// v7r2: the device is in the slow speed class (its R x T product is the slow one).
@@ -322,6 +324,7 @@ impl Bfq {
             budgets: Budgets::new(p.max_budget),
             p,
             rules,
+            no_queue_merging: false,
             v7_rate_samples: 0,
             v7_slow_device: false,
             timer_expiry: false,
@@ -379,6 +382,14 @@ impl Bfq {
     /// Registry constructor of `bfq-v7r2` (BFQ v7r2, Linux 3.13).
     pub fn build_v7r2(dev: &DeviceInfo, t: &TunableValues) -> Box<dyn Scheduler> {
         Box::new(Bfq::with_era(dev, Params::from_values(t), Era::V7r2))
+    }
+
+    /// The same policy with early queue merging switched off: cooperating processes keep their own queues and
+    /// each is idled for in turn. Not a kernel setting (BFQ always merges on rotational disks and on flash without
+    /// command queueing); the simulator's tests use it to show what merging buys interleaved readers.
+    pub fn without_queue_merging(mut self) -> Self {
+        self.no_queue_merging = true;
+        self
     }
 
     /// The era whose rules this policy follows.

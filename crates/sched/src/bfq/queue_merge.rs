@@ -55,9 +55,10 @@ pub struct Saved {
 }
 
 impl Bfq {
-    /// Merging is off when the device queues commands internally on flash: it reorders for itself.
+    /// Merging is off when the device queues commands internally on flash: it reorders for itself, or when
+    /// switched off for an experiment ([`Bfq::without_queue_merging`]).
     pub(crate) fn eqm_enabled(&self) -> bool {
-        !self.hw.nonrot_with_queueing(self.rotational)
+        !self.no_queue_merging && !self.hw.nonrot_with_queueing(self.rotational)
     }
 
     fn too_late_for_merging(&self, q: QueueId, now: Time) -> bool {
@@ -255,6 +256,9 @@ impl Bfq {
     /// does not boost throughput for `q` without issues (else the queue is better served alone) and both queues
     /// still have processes; either way it is descheduled. Returns the queue to use if a merge happened.
     pub(crate) fn stable_merge_on_insert(&mut self, flow: FlowId, q: QueueId, now: Time) -> Option<QueueId> {
+        if self.no_queue_merging {
+            return None;
+        }
         let t = self.flows.get(&flow.0).and_then(|c| c.stable_merge)?;
         let qq = self.q(q);
         let too_early = qq.just_created

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::array::{Array, ArrayConfig};
 use super::flash::{Flash, FlashConfig};
 use super::hdd::{DecisionPoint, Hdd, HddConfig};
 use super::measured::{Measured, MeasuredConfig};
@@ -75,6 +76,8 @@ pub enum DeviceConfig {
     Nvme(NvmeConfig),
     /// A measured, table-driven device ([`Measured`]), as `bfq calibrate` writes it.
     Measured(MeasuredConfig),
+    /// A SAN LUN: a controller with a write cache over a striped array of disks ([`Array`]).
+    Array(ArrayConfig),
 }
 
 impl DeviceConfig {
@@ -131,6 +134,7 @@ impl DeviceConfig {
             "flash" => DeviceConfig::Flash(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             "nvme" => DeviceConfig::Nvme(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             "measured" => DeviceConfig::Measured(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
+            "array" => DeviceConfig::Array(toml::from_str(&body).map_err(|e| parse_err(&body, e))?),
             other => {
                 return Err(DeviceError::Field {
                     field: "model".into(),
@@ -157,6 +161,7 @@ impl DeviceConfig {
             DeviceConfig::Flash(c) => &c.name,
             DeviceConfig::Nvme(c) => &c.name,
             DeviceConfig::Measured(c) => &c.name,
+            DeviceConfig::Array(c) => &c.name,
         }
     }
 
@@ -180,6 +185,16 @@ impl DeviceConfig {
             DeviceConfig::Flash(c) => c.validate(),
             DeviceConfig::Nvme(c) => c.validate(),
             DeviceConfig::Measured(c) => c.validate(),
+            DeviceConfig::Array(c) => {
+                check_common("", c.disk.capacity_sectors, c.queue_depth, c.nr_requests, c.max_sectors)?;
+                check_u("", "members", c.members as u64, 1, 256)?;
+                check_u("", "chunk_kib", c.chunk_kib as u64, 4, 1 << 16)?;
+                check_f("", "link_mb_s", c.link_mb_s, 0.1, 100_000.0)?;
+                check_f("", "controller_us", c.controller_us, 0.0, 100_000.0)?;
+                check_u("", "write_cache_mib", c.write_cache_mib as u64, 0, 1 << 20)?;
+                check_u("", "destage_depth", c.destage_depth as u64, 1, 1024)?;
+                validate_hdd(&c.disk, "disk.")
+            }
         }
     }
 
@@ -192,6 +207,7 @@ impl DeviceConfig {
             DeviceConfig::Flash(c) => Box::new(Flash::new(c)),
             DeviceConfig::Nvme(c) => Box::new(Nvme::new(c)),
             DeviceConfig::Measured(c) => Box::new(Measured::new(c)),
+            DeviceConfig::Array(c) => Box::new(Array::new(c)),
         }
     }
 
@@ -212,7 +228,7 @@ impl DeviceConfig {
 }
 
 /// The `model` tags a TOML description may give.
-const MODELS: [&str; 6] = ["hdd", "raid1", "ssd", "flash", "nvme", "measured"];
+const MODELS: [&str; 7] = ["hdd", "raid1", "ssd", "flash", "nvme", "measured", "array"];
 
 /// `text` with the line defining `key` before the first table header replaced by an empty line.
 fn blank_top_level_key(text: &str, key: &str) -> String {
@@ -330,6 +346,7 @@ pub fn preset_names() -> &'static [&'static str] {
         "transcend-microsd",
         "sandisk-emmc",
         "nvme",
+        "san-lun",
     ]
 }
 
@@ -412,6 +429,7 @@ pub fn preset(name: &str) -> Option<DeviceConfig> {
         "transcend-microsd" => DeviceConfig::Flash(FlashConfig::transcend_microsd()),
         "sandisk-emmc" => DeviceConfig::Flash(FlashConfig::sandisk_emmc()),
         "nvme" => DeviceConfig::Nvme(NvmeConfig::modern()),
+        "san-lun" => DeviceConfig::Array(san_lun()),
         _ => return None,
     })
 }
@@ -454,6 +472,58 @@ fn seagate_hdd() -> HddConfig {
         decision_point: DecisionPoint::TransferStart,
         nr_requests: 64,
         max_sectors: 1024,
+    }
+}
+
+/// Seed 003's device class: a LUN of a mid-range SAN array (a controller with a mirrored write cache over striped
+/// 15 000 rpm Fibre Channel disks) on one 4 Gb/s FC path. Sources and estimates: docs/DEVICES.md, SAN LUN.
+fn san_lun() -> ArrayConfig {
+    ArrayConfig {
+        name: "san-lun".into(),
+        // qla2xxx's default LUN queue depth (`ql2xmaxqdepth` = 32).
+        queue_depth: 32,
+        // 2.6.18's default `nr_requests` and SCSI's default largest request (512 KiB).
+        nr_requests: 128,
+        max_sectors: 1024,
+        // Estimates: an 8-disk group with 128 KiB segments (the array's default segment size class).
+        members: 8,
+        chunk_kib: 128,
+        // 4 Gb/s Fibre Channel: 400 MB/s of payload per direction; the seed's one-thread read (390 MB/s) sits at
+        // it. One path carries the LUN (active/passive multipathing: estimate).
+        link_mb_s: 400.0,
+        // Estimates: controller time per command, the LUN's share of a 1 GiB mirrored cache, destage depth.
+        controller_us: 50.0,
+        write_cache_mib: 512,
+        destage_depth: 4,
+        disk: HddConfig {
+            name: "fc-15k".into(),
+            // Cheetah 15K.5 FC 146 GB class (product manual): 15 000 rpm, 73-125 MB/s, 3.5 ms average read seek,
+            // 0.2 ms track to track, write seek 0.5 ms longer; heads, zones, full stroke and overheads estimates.
+            capacity_sectors: 286_749_488,
+            rpm: 15_000,
+            heads: 8,
+            zones: 16,
+            outer_mb_s: 125.0,
+            inner_mb_s: 73.0,
+            track_to_track_ms: 0.2,
+            average_seek_ms: 3.5,
+            full_stroke_ms: 7.0,
+            head_switch_ms: 0.3,
+            write_settle_ms: 0.5,
+            command_overhead_us: 50.0,
+            // The member's own FC port (4 Gb/s).
+            interface_mb_s: 400.0,
+            // 16 MB buffer: 8 read segments of 1 MiB (estimate); array controllers run member disks with their
+            // write caches off (estimate), so every destage is a media write.
+            cache_segments: 8,
+            segment_kib: 1024,
+            write_cache_kib: 0,
+            queue_depth: 32,
+            ncq_age_limit_ms: HGST_AGING_LIMIT_MS,
+            decision_point: DecisionPoint::TransferStart,
+            nr_requests: 128,
+            max_sectors: 1024,
+        },
     }
 }
 

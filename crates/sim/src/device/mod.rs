@@ -69,6 +69,7 @@ pub trait Device: Send {
     }
 }
 
+pub mod array;
 pub mod config;
 pub mod flash;
 pub mod hdd;
@@ -80,6 +81,7 @@ pub mod ssd;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use array::{Array, ArrayConfig};
 pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError, HGST_AGING_LIMIT_MS};
 pub use flash::{Flash, FlashConfig};
 pub use hdd::{DecisionPoint, Hdd, HddConfig, SeekCurve};
