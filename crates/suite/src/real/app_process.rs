@@ -142,11 +142,21 @@ pub fn run_child(exe: &Path, spec: &AppSpec, deadline: Instant) -> Result<ChildE
         Ok(())
     });
     let text = serde_json::to_string(spec).map_err(|e| RealError::Invalid(format!("application spec: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(text.as_bytes())
-            .map_err(io_err("cannot hand the application spec to the replay process"))?;
-    }
+    // The child may exit before it reads its spec (a bad binary, a crash at start): the write then fails with a
+    // broken pipe, and the child's own exit status and message, collected below, are the error to report.
+    let handed = match child.stdin.take() {
+        Some(mut stdin) => stdin.write_all(text.as_bytes()),
+        None => Ok(()),
+    };
+    let unread = match handed {
+        Ok(()) => false,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => true,
+        Err(e) => {
+            let _ = kill_guard.run();
+            let _ = child.wait();
+            return Err(io_err("cannot hand the application spec to the replay process")(e));
+        }
+    };
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
@@ -182,6 +192,12 @@ pub fn run_child(exe: &Path, spec: &AppSpec, deadline: Instant) -> Result<ChildE
         return Err(RealError::Process {
             name: format!("{APP_SUBCOMMAND} ({})", spec.app),
             why: format!("{status}: {}", bfq_sched::text::one_line(err.trim())),
+        });
+    }
+    if unread {
+        return Err(RealError::Process {
+            name: format!("{APP_SUBCOMMAND} ({})", spec.app),
+            why: "exited without reading its application spec".into(),
         });
     }
     let report: AppReport = serde_json::from_str(out.trim()).map_err(|e| RealError::Process {
@@ -242,6 +258,23 @@ mod tests {
             .expect_err("fails")
             .to_string();
         assert!(e.contains(APP_SUBCOMMAND) && e.contains("exit status"), "{e}");
+    }
+
+    /// A child that exits at once, before or after the spec reaches its pipe, is an error naming the subcommand,
+    /// never an I/O error about the pipe (which used to hide `false`'s exit status when it had already exited).
+    #[test]
+    fn a_child_that_never_reads_its_spec_is_one_error() {
+        let spec = AppSpec {
+            app: "xterm".into(),
+            paths: vec![],
+            timeout_ns: 1_000_000_000,
+        };
+        for _ in 0..20 {
+            let e = run_child(Path::new("/bin/true"), &spec, Instant::now() + Duration::from_secs(5))
+                .expect_err("no report")
+                .to_string();
+            assert!(e.contains(APP_SUBCOMMAND) && !e.contains("cannot hand"), "{e}");
+        }
     }
 
     #[test]
