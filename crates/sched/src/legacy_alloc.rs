@@ -17,8 +17,8 @@
 //! A bio that merges into a queued request takes no request at all: the simulator asks the policy
 //! ([`crate::Scheduler::would_merge`]) before allocating.
 
+use crate::merge::IntMap;
 use crate::types::{FlowId, Time, MS};
-use std::collections::HashMap;
 
 /// `BLKDEV_MAX_RQ`: requests per pool (sync, async) of a legacy queue, the default of sysfs `nr_requests`.
 pub const BLKDEV_MAX_RQ: u32 = 128;
@@ -67,7 +67,8 @@ pub struct LegacyPool {
 pub struct LegacyAlloc {
     /// Sync pool (index 1) and async pool (index 0), as the kernel indexes `rl->count[is_sync]`.
     pub pools: [LegacyPool; 2],
-    batches: HashMap<FlowId, Batch>,
+    /// Keyed with the fast integer hash: looked up at every allocation, never iterated.
+    batches: IntMap<FlowId, Batch>,
 }
 
 impl LegacyAlloc {

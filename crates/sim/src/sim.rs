@@ -7,6 +7,7 @@ use crate::event::EventQueue;
 use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, Wbt, WbtConfig, PAGE_BYTES, PAGE_SECTORS};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
+use bfq_sched::merge::IntMap;
 use bfq_sched::slab::{Slab, SlabKey};
 use bfq_sched::tags::{TagClass, TagPool};
 use bfq_sched::{
@@ -83,7 +84,8 @@ pub const FLUSHER_FLOW: FlowId = FlowId(0);
 enum Ev {
     Start(Pid),
     Wake(Pid, u64),
-    Deliver(Pid, u64, Result<u64, IoError>),
+    /// An operation's result; the error is boxed so that the event queue's entries stay small (errors are rare).
+    Deliver(Pid, u64, Result<u64, Box<IoError>>),
     FlusherWake,
     DropCaches,
     /// The writeback throttle's statistics window ends.
@@ -119,7 +121,39 @@ struct BlockReq {
     created: Time,
     /// When it entered the policy (after any wait for a tag); 0 until then.
     inserted: Time,
-    waiters: Vec<OpKey>,
+    waiters: Waiters,
+}
+
+/// The operations waiting for a block request, in the order they started waiting. Nearly every request has at most
+/// one, which is kept inline: no allocation per request.
+#[derive(Debug, Default)]
+struct Waiters {
+    first: Option<OpKey>,
+    more: Vec<OpKey>,
+}
+
+impl Waiters {
+    /// `op` alone.
+    fn one(op: OpKey) -> Self {
+        Waiters {
+            first: Some(op),
+            more: Vec::new(),
+        }
+    }
+
+    /// Adds `op` after the others.
+    fn push(&mut self, op: OpKey) {
+        if self.first.is_none() {
+            self.first = Some(op);
+        } else {
+            self.more.push(op);
+        }
+    }
+
+    /// Every waiter, in order.
+    fn iter(&self) -> impl Iterator<Item = OpKey> + '_ {
+        self.first.into_iter().chain(self.more.iter().copied())
+    }
 }
 
 impl BlockReq {
@@ -196,7 +230,9 @@ pub struct Simulation {
     reading: BTreeMap<(u32, u64), (u64, ReqKey)>,
     /// Writeback requests not yet completed: (file, first page) -> request slot.
     writing: BTreeMap<(u32, u64), ReqKey>,
-    ra: HashMap<(Pid, u32), RaState>,
+    /// Readahead state per (process, file), keyed by [`Simulation::ra_key`]. A fast integer hash: looked up on
+    /// every buffered read, and never iterated (so its order cannot reach the results).
+    ra: IntMap<u64, RaState>,
     flusher: Flusher,
     throttled: Vec<OpKey>,
     /// Writeback throttling, if enabled ([`HostConfig::wbt_target`]).
@@ -244,7 +280,7 @@ impl Simulation {
             tags,
             reading: BTreeMap::new(),
             writing: BTreeMap::new(),
-            ra: HashMap::new(),
+            ra: IntMap::default(),
             flusher: Flusher::default(),
             throttled: Vec::new(),
             wbt: host
@@ -433,7 +469,7 @@ impl Simulation {
                 }
                 ReqKind::Direct => {}
             }
-            for &op in &r.waiters {
+            for op in r.waiters.iter() {
                 *waits.entry(op).or_default() += 1;
             }
         }
@@ -532,7 +568,13 @@ impl Simulation {
                     self.deliver(pid, Event::Woke);
                 }
             }
-            Ev::Deliver(pid, tag, result) => self.deliver(pid, Event::Completed { tag, result }),
+            Ev::Deliver(pid, tag, result) => self.deliver(
+                pid,
+                Event::Completed {
+                    tag,
+                    result: result.map_err(|e| *e),
+                },
+            ),
             Ev::FlusherWake => {
                 self.flusher.expire_before = self.now.checked_sub(self.host.dirty_expire);
                 self.flush();
@@ -613,7 +655,8 @@ impl Simulation {
 
     fn complete_op_later(&mut self, pid: Pid, tag: u64, result: Result<u64, IoError>, copy_bytes: u64) {
         let cost = self.host.syscall_ns + copy_bytes.div_ceil(1024) * self.host.copy_ns_per_kib;
-        self.events.push(self.now + cost, Ev::Deliver(pid, tag, result));
+        self.events
+            .push(self.now + cost, Ev::Deliver(pid, tag, result.map_err(Box::new)));
     }
 
     fn start_op(&mut self, pid: Pid, tag: u64, op: Op) {
@@ -688,7 +731,7 @@ impl Simulation {
                         tagless: false,
                         created: self.now,
                         inserted: 0,
-                        waiters: vec![opid],
+                        waiters: Waiters::one(opid),
                     });
                     self.ops.get_mut(opid).expect("op").deps += 1;
                     self.submit(id);
@@ -789,7 +832,8 @@ impl Simulation {
         let p0 = offset / PAGE_BYTES;
         let p1 = (offset + len).div_ceil(PAGE_BYTES);
         let max_ra = self.host.read_ahead_kb * 1024 / PAGE_BYTES;
-        let mut ra = self.ra.get(&(pid, file)).copied().unwrap_or_default();
+        // One lookup: the state stays borrowed while the page cache and the tags (other fields) are consulted.
+        let ra = self.ra.entry(Self::ra_key(pid, file)).or_default();
         let marker = ra.marker();
         let first_missing = (p0..p1).find(|&p| self.cache.state(file, p) == PageState::Absent);
         let mut runs = std::mem::take(&mut self.runs);
@@ -813,27 +857,30 @@ impl Simulation {
             }
         }
         ra.prev_end = Some(p1);
-        self.ra.insert((pid, file), ra);
         for &(start, n) in runs.iter() {
             self.read_pages(file, start, n, flow);
         }
         self.runs = runs;
-        // Wait for every page of the request that is not yet in memory.
-        let opid = self.ops.insert(OpState {
-            pid,
-            tag,
-            deps: 0,
-            bytes: len,
-            copy: true,
-        });
+        // Wait for every page of the request that is not yet in memory. The operation enters the arena only if it
+        // has to wait: a read served from the cache completes at once, as an operation that waits for nothing does.
+        let mut opid: Option<OpKey> = None;
         let mut p = p0;
         while p < p1 {
             if self.cache.state(file, p) == PageState::Reading {
                 if let Some((&(_, s), &(n, id))) = self.reading.range(..=(file, p)).next_back() {
                     if s + n > p {
                         if let Some(r) = self.reqs.get_mut(id) {
-                            r.waiters.push(opid);
-                            self.ops.get_mut(opid).expect("op").deps += 1;
+                            let op = *opid.get_or_insert_with(|| {
+                                self.ops.insert(OpState {
+                                    pid,
+                                    tag,
+                                    deps: 0,
+                                    bytes: len,
+                                    copy: true,
+                                })
+                            });
+                            r.waiters.push(op);
+                            self.ops.get_mut(op).expect("op").deps += 1;
                         }
                         p = s + n;
                         continue;
@@ -842,7 +889,15 @@ impl Simulation {
             }
             p += 1;
         }
-        self.finish_op_if_ready(opid);
+        match opid {
+            Some(op) => self.finish_op_if_ready(op),
+            None => self.complete_op_later(pid, tag, Ok(len), len),
+        }
+    }
+
+    /// The key of `pid`'s readahead state for `file` in [`Simulation::ra`].
+    fn ra_key(pid: Pid, file: u32) -> u64 {
+        (u64::from(pid) << 32) | u64::from(file)
     }
 
     /// Creates read requests filling pages `[start, start+n)` of `file` (already marked Reading).
@@ -866,7 +921,7 @@ impl Simulation {
                 tagless: false,
                 created: self.now,
                 inserted: 0,
-                waiters: Vec::new(),
+                waiters: Waiters::default(),
             });
             self.reading.insert((file, page), (pages, id));
             self.submit(id);
@@ -1076,7 +1131,7 @@ impl Simulation {
             }
             ReqKind::Direct => {}
         }
-        for opid in r.waiters {
+        for opid in r.waiters.iter() {
             if let Some(o) = self.ops.get_mut(opid) {
                 dec(&mut o.deps, "op deps");
             }
@@ -1142,7 +1197,7 @@ impl Simulation {
                     tagless: false,
                     created: self.now,
                     inserted: 0,
-                    waiters: Vec::new(),
+                    waiters: Waiters::default(),
                 });
                 self.writing.insert((file, page), id);
                 if flow == FLUSHER_FLOW && !sync {
@@ -1165,6 +1220,16 @@ impl Simulation {
     /// it cannot allocate a request, so it keeps at most as many requests outstanding as the policy lets async
     /// writes allocate.
     fn flush(&mut self) {
+        // Nothing dirty above the background threshold, no periodic writeback under way, no throttled writer and no
+        // writeback throttle to consult: the loop below would stop at its first pass without changing anything,
+        // so return before computing its limits (this runs after every device completion).
+        if self.wbt.is_none()
+            && self.throttled.is_empty()
+            && self.flusher.expire_before.is_none()
+            && self.cache.dirty_pages() <= self.dirty_background_pages()
+        {
+            return;
+        }
         // blk-mq: the policy's async depth limit. Legacy pools: no fixed limit; the flusher blocks when one of its
         // requests has to wait for the async pool (3.13's `get_request` sleeps), so it holds what the pool's
         // rules give it, up to 3/2 x 128 while it batches.
