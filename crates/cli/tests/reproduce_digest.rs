@@ -148,8 +148,9 @@ const CHECKLIST: &[Pinned] = &[
         thresholds: &[9.6],
     },
     // Ten threads: every scheduler writes at the LUN's link rate (the host's flusher sends per-file runs, so no
-    // scheduler has an interleaved order to keep or sort); reads summed per thread (iozone's "children see") are
-    // inflated by unequal finishing times under deadline and noop.
+    // scheduler has an interleaved order to keep or sort); ten readers with 16 MiB readahead: anticipatory is the
+    // slowest at 73 % (read) and 79 % (re-read) of noop (45 % and 56 % before session 7's readahead fix, when a
+    // miss at the end of a window whose async readahead congestion had skipped restarted at 16 KiB).
     Pinned {
         key: "iozone write with 10 threads on san-lun",
         after: "% of deadline",
@@ -167,14 +168,14 @@ const CHECKLIST: &[Pinned] = &[
     Pinned {
         key: "iozone read with 10 threads on san-lun",
         after: "% of the fastest",
-        seed: (false, 45.0),
+        seed: (false, 73.0),
         newest: None,
         thresholds: &[80.0],
     },
     Pinned {
         key: "iozone re-read with 10 threads on san-lun",
         after: "% of the fastest",
-        seed: (false, 56.0),
+        seed: (false, 79.0),
         newest: None,
         thresholds: &[80.0],
     },
