@@ -1053,6 +1053,19 @@ mod tests {
         }
     }
 
+    // Virtual-time cost of a service: `(service << 22) / weight`, exact also for a service too large to be shifted
+    // within 64 bits (above 2^41 sectors), where the computation must widen instead of dropping high bits. The
+    // expected values are powers of two worked out by hand: 2^45 << 22 = 2^67, / 2^10 = 2^57, and so on.
+    #[test]
+    fn delta_is_exact_for_services_too_large_to_shift_in_64_bits() {
+        assert_eq!(delta(1, 1), 1 << 22);
+        assert_eq!(delta(64, 4), 1 << 26);
+        assert_eq!(delta(1 << 41, 2), 1 << 62);
+        assert_eq!(delta(3 << 41, 3), 1 << 63);
+        assert_eq!(delta(1 << 45, 1 << 10), 1 << 57);
+        assert_eq!(delta(1 << 50, 1 << 12), 1 << 60);
+    }
+
     // Two equal-weight entities with equal budgets alternate: after one is served its full budget and requeued,
     // its finish time is larger, so the other (still eligible) is chosen next.
     #[test]
