@@ -1231,6 +1231,111 @@ mod tests {
         assert_eq!(w.next_in_service(0), Some(a), "the back-shifted queue is served first");
     }
 
+    // An entity that goes idle before its finish time keeps its weight in the weight sum (it may come back and
+    // continue), so virtual time advances by service / (its weight + the others'); once it is freed (its queue
+    // was released) its weight stops counting at once. Here `a` (weight 30) is served 10 of its 1000 sectors and
+    // empties, then freed; `b` (weight 10) is served 100 sectors: virtual time must advance by 100 / 10, not by
+    // 100 / 40 (the value it would have had with `a` still counted).
+    #[test]
+    fn a_freed_idle_entity_stops_slowing_virtual_time() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        let first = w.next_in_service(0).unwrap();
+        assert_eq!(first, a, "the heavier entity has the smaller finish time");
+        w.served(a, 10);
+        w.expire_path(a, false);
+        assert_eq!(
+            w.entity(a).unwrap().place,
+            Place::Idle,
+            "its finish time is still ahead"
+        );
+        w.free_entity(a);
+        let v0 = w.vtime_of(b);
+        assert_eq!(w.next_in_service(0), Some(b));
+        w.served(b, 100);
+        assert_eq!(w.vtime_of(b) - v0, delta(100, 10));
+        w.check_invariants().unwrap();
+    }
+
+    // Virtual time advances by service / (sum of the weights counted on the tree), and an entity that emptied
+    // before its finish time stays counted (on the idle tree) only until virtual time reaches that finish time.
+    // `a` (weight 30, start 0) is served 10 sectors and empties: F_a = delta(10, 30) and V = delta(10, 40). While
+    // `b` (weight 10) alone is in service, 2 more sectors move V by delta(2, 40) (still below F_a: `a` stays
+    // counted, and V is not pulled up to F_a). 8 more take V past F_a: with nothing backlogged on the tree, V is set
+    // to the last idle finish time, F_a (the kernel's `bfq_forget_idle`, which can move V back a little), and `a`
+    // is forgotten, so from then on `b`'s 100 sectors move V by delta(100, 10).
+    #[test]
+    fn an_idle_entity_counts_in_virtual_time_until_its_finish_time() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(a));
+        w.served(a, 10);
+        w.expire_path(a, false);
+        let f_a = w.entity(a).unwrap().finish;
+        assert_eq!(f_a, delta(10, 30));
+        let v0 = w.vtime_of(b);
+        assert_eq!(v0, delta(10, 40));
+        assert_eq!(w.next_in_service(0), Some(b));
+        w.served(b, 2);
+        assert_eq!(w.vtime_of(b), v0 + delta(2, 40));
+        assert_eq!(w.entity(a).unwrap().place, Place::Idle);
+        w.served(b, 8);
+        assert!(v0 + delta(10, 40) > f_a, "V has passed F_a");
+        assert_eq!(w.vtime_of(b), f_a);
+        assert_eq!(w.entity(a).unwrap().place, Place::Out, "forgotten");
+        w.served(b, 100);
+        assert_eq!(w.vtime_of(b), f_a + delta(100, 10));
+        w.check_invariants().unwrap();
+    }
+
+    // A budget change of a backlogged entity moves its finish time (F = S + budget / weight) and so its place in
+    // the order. `a` and `b` have equal weights, starts and budgets (100); `a` would be chosen first (ties go to
+    // the lower slot). Its budget raised to 10 000, its finish time is far beyond `b`'s: `b` is chosen first.
+    #[test]
+    fn a_larger_budget_moves_a_backlogged_entity_back() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        w.reposition(a, 10_000);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(b));
+    }
+
+    // A group's budget is that of its next entity, and follows it: group 1 holds `x` (budget 10 000) and group 2
+    // holds `z` (budget 1000), the groups of equal weight and start, so group 2 has the smaller finish time. Once
+    // `x`'s budget is cut to 100, group 1's finish time must follow (delta(100) < delta(1000)) and `x` is chosen.
+    #[test]
+    fn a_group_finish_time_follows_its_next_entity_budget() {
+        let mut w = Wf2q::new();
+        let g1 = w.new_group(SdId::ROOT, 100);
+        let g2 = w.new_group(SdId::ROOT, 100);
+        let x = w.new_entity(g1, 40, 1, q(0));
+        let z = w.new_entity(g2, 40, 1, q(1));
+        w.set_budget(x, 10_000);
+        w.activate(x, false, 1);
+        w.set_budget(z, 1000);
+        w.activate(z, false, 1);
+        let mut probe = w.clone();
+        assert_eq!(probe.next_in_service(0), Some(z), "group 2's smaller budget first");
+        w.reposition(x, 100);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(x));
+    }
+
     // Lazy weight change: set_weight changes nothing until the next requeue; then wsum follows.
     #[test]
     fn weight_changes_are_lazy() {
