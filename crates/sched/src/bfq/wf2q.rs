@@ -1166,6 +1166,10 @@ mod tests {
         assert_eq!(w.next_in_service(150 * MS), Some(rt));
         w.served(rt, 8);
         w.expire_path(rt, true);
+        // At exactly 200 ms the IDLE class is not yet due: the rule is "unserved for more than 200 ms".
+        assert_eq!(w.next_in_service(200 * MS), Some(rt));
+        w.served(rt, 8);
+        w.expire_path(rt, true);
         // After 200 ms without idle-class service, IDLE is picked even though RT is backlogged.
         assert_eq!(w.next_in_service(201 * MS), Some(idle));
         w.served(idle, 8);
@@ -1334,6 +1338,76 @@ mod tests {
         w.reposition(x, 100);
         w.check_invariants().unwrap();
         assert_eq!(w.next_in_service(0), Some(x));
+    }
+
+    // Whether the entity in service would be chosen again (which decides preemption) looks at the entity that
+    // would really be chosen next: a backlogged IDLE-class entity counts only once that class has gone unserved
+    // for more than 200 ms (strictly). Here `x` and `y` (BE, equal weights and budgets) are backlogged with an
+    // IDLE-class entity; `x` is served its whole budget, so requeued it would finish after `y`: the answer is
+    // "no" at 100 ms and still at exactly 200 ms, when the IDLE class is not yet due.
+    #[test]
+    fn the_idle_class_counts_for_the_next_choice_only_after_200_ms() {
+        let mut w = Wf2q::new();
+        let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        let i = w.new_entity(SdId::ROOT, 10, 2, q(2));
+        for e in [x, y, i] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(x));
+        w.served(x, 100);
+        assert!(!w.in_service_still_next(100 * MS), "y finishes first");
+        assert!(
+            !w.in_service_still_next(CLASS_IDLE_TIMEOUT),
+            "the IDLE class is not due at exactly 200 ms"
+        );
+    }
+
+    // Back-shift keeps a returning entity's old timestamps, but never lets it claim more than its budget's worth of
+    // lag: if even its back-shifted finish time is behind virtual time, both stamps move up so that the finish
+    // time is virtual time (divided by the raising coefficient, 1 here). `a` is served 10 sectors and empties;
+    // `b` (equal weight) alone is served ten slots of 1000 sectors; `a` comes back back-shifted with a budget of
+    // 1000. Without the limit its finish time would be nine budgets behind `b`'s and it would get about ten slots
+    // in a row; with it, `a` and `b` alternate again after at most one extra slot of `a`.
+    #[test]
+    fn a_back_shifted_entity_claims_at_most_one_budget_of_lag() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(a));
+        w.served(a, 10);
+        w.expire_path(a, false);
+        for _ in 0..10 {
+            assert_eq!(w.next_in_service(0), Some(b));
+            w.served(b, 1000);
+            w.expire_path(b, true);
+        }
+        w.set_budget(a, 1000);
+        w.activate(a, true, 1);
+        assert_eq!(
+            w.entity(a).unwrap().finish,
+            w.vtime_of(a),
+            "finish time moved up to virtual time"
+        );
+        let (mut run, mut longest) = (0u32, 0u32);
+        for _ in 0..20 {
+            let e = w.next_in_service(0).unwrap();
+            if e == a {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+            w.served(e, 1000);
+            w.expire_path(e, true);
+            w.check_invariants().unwrap();
+        }
+        assert!(longest <= 2, "the returning entity got {longest} slots in a row");
     }
 
     // Lazy weight change: set_weight changes nothing until the next requeue; then wsum follows.
