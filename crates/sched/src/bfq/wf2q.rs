@@ -1410,6 +1410,74 @@ mod tests {
         assert!(longest <= 2, "the returning entity got {longest} slots in a row");
     }
 
+    // "Would the entity in service be chosen again?" (it decides preemption): requeued with the service it has
+    // received, it must be eligible (its new start S + service / w not after virtual time, or before every other
+    // backlogged start) and finish before the best other entity; a higher class wins whatever the timestamps.
+    // `x` (budget 100) and `y` (budget 10 000) have equal weights and start together. Right after `x` starts, it
+    // is eligible and finishes far earlier: yes. After 50 sectors its start has moved past virtual time
+    // (50/10 against 50/20) while `y`'s has not: no, `y` would be chosen, though `x` would finish first.
+    #[test]
+    fn the_entity_in_service_is_next_only_if_eligible_and_first_to_finish() {
+        let mut w = Wf2q::new();
+        let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        w.set_budget(x, 100);
+        w.activate(x, false, 1);
+        w.set_budget(y, 10_000);
+        w.activate(y, false, 1);
+        assert_eq!(w.next_in_service(0), Some(x));
+        assert!(w.in_service_still_next(0), "eligible and first to finish");
+        w.served(x, 50);
+        assert!(!w.in_service_still_next(0), "no longer eligible");
+        let mut probe = w.clone();
+        probe.expire_path(x, true);
+        assert_eq!(probe.next_in_service(0), Some(y), "the lookup agrees");
+    }
+
+    // Across classes only the class counts: an RT entity in service stays next against a backlogged BE one even
+    // after using all its budget; a BE entity in service is never next while an RT one is backlogged.
+    #[test]
+    fn a_higher_class_is_next_whatever_the_timestamps() {
+        let mut w = Wf2q::new();
+        let rt = w.new_entity(SdId::ROOT, 10, 0, q(0));
+        let be = w.new_entity(SdId::ROOT, 1000, 1, q(1));
+        for e in [rt, be] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(rt));
+        w.served(rt, 100);
+        assert!(w.in_service_still_next(0));
+        w.expire_path(rt, false);
+        assert_eq!(w.next_in_service(0), Some(be));
+        w.set_budget(rt, 100);
+        w.activate(rt, false, 1);
+        assert!(!w.in_service_still_next(0));
+    }
+
+    // A group's budget is that of its next backlogged entity, also when one of its entities stops being
+    // backlogged: group 1 holds `x` (budget 100) and `x2` (budget 10 000), group 2 holds `z` (budget 1000). Group 1
+    // starts with `x`'s budget, the smallest finish time. Once `x` leaves (its queue emptied), group 1's budget is
+    // `x2`'s, its finish time moves past group 2's, and `z` is chosen.
+    #[test]
+    fn a_group_takes_its_next_entity_budget_when_one_leaves() {
+        let mut w = Wf2q::new();
+        let g1 = w.new_group(SdId::ROOT, 100);
+        let g2 = w.new_group(SdId::ROOT, 100);
+        let x = w.new_entity(g1, 40, 1, q(0));
+        let x2 = w.new_entity(g1, 40, 1, q(1));
+        let z = w.new_entity(g2, 40, 1, q(2));
+        for (e, b) in [(x, 100), (x2, 10_000), (z, 1000)] {
+            w.set_budget(e, b);
+            w.activate(e, false, 1);
+        }
+        let mut probe = w.clone();
+        assert_eq!(probe.next_in_service(0), Some(x));
+        w.deactivate(x);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(z));
+    }
+
     // Lazy weight change: set_weight changes nothing until the next requeue; then wsum follows.
     #[test]
     fn weight_changes_are_lazy() {
