@@ -1269,3 +1269,36 @@ fn groups_share_sectors_by_group_weight_whatever_their_queues() {
         "group 2 / group 1 = {ratio:.3} ({g2} / {g1} sectors)"
     );
 }
+
+// Preemption across groups compares the groups' weights (`bfq_bfqq_higher_class_or_weight`): a queue of a group
+// weighing 10 times more than the in-service queue's group preempts it at once, even unraised (low_latency=0) and
+// with its own queue weight equal to the other's. A sequential reader of group 1 (weight 100) keeps 16 requests
+// queued on a one-tag disk (its queue never empties, and it is idled for: nothing else would let the newcomer in
+// early); ten single 4 KiB reads of group 2 (weight 1000) arrive 407 ms apart. Each waits at most for the request
+// in the device (an 8 ms seek + 1.28 ms). Compared by queue weight (40 against 40) none would preempt, and each
+// would wait for the rest of the reader's slot.
+#[test]
+fn a_queue_of_a_heavier_group_preempts_the_queue_in_service() {
+    use crate::types::GroupId;
+    let mut procs = vec![{
+        let mut r = Proc::seq(1, 0);
+        r.depth = 16;
+        r.info = r.info.clone().with_group(GroupId(1));
+        r
+    }];
+    for i in 0..10u32 {
+        let mut p = Proc::random(2 + i);
+        p.start = 2 * SEC + Time::from(i) * 407 * MS;
+        p.limit = 1;
+        p.info = p.info.clone().with_group(GroupId(2));
+        procs.push(p);
+    }
+    let mut b = bfq(&hdd1(), &["low_latency=0"]);
+    b.set_group_weight(GroupId(1), 100);
+    b.set_group_weight(GroupId(2), 1000);
+    let mut sim = Sim::new(b, TestDev::hdd(), 1, procs);
+    sim.run_until(7 * SEC);
+    let (longest, served) = newcomer_waits(&sim);
+    assert_eq!(served, 10, "every newcomer was served");
+    assert!(longest <= 8 * MS + 1280 * US, "a newcomer waited {longest} ns");
+}
