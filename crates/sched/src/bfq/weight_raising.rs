@@ -438,6 +438,50 @@ mod tests {
         assert_eq!(wr_duration(true, REF_RATE_ROT / 100), WR_DURATION_MAX);
     }
 
+    // v7r2's raising length is R x T / peak rate with the (R, T) pair of the device's kind and speed class and no
+    // clamp: at its own reference rate each kind lasts its reference time (rotational fast 5.5 s, non-rotational
+    // fast 2 s, rotational slow 2.6 s), twice the rate halves it. The figures are v7r2's, written out.
+    #[test]
+    fn v7r2_raising_length_is_the_reference_time_scaled_by_the_rate() {
+        assert_eq!(wr_duration_v7(true, false, 17_415), 5_500 * MS);
+        assert_eq!(wr_duration_v7(true, false, 34_830), 2_750 * MS);
+        assert_eq!(wr_duration_v7(false, false, 34_791), 2_000 * MS);
+        assert_eq!(wr_duration_v7(true, true, 1_536), 2_600 * MS);
+        assert_eq!(wr_duration_v7(false, true, 21_504), 500 * MS);
+    }
+
+    // Interactive raising stretches the budget timeout by the raising coefficient (a raised application may take
+    // its time to use its budget); soft real-time raising and no raising leave it as it is.
+    #[test]
+    fn only_interactive_raising_stretches_the_budget_timeout() {
+        let mut w = WrState::new(0);
+        assert_eq!(w.timeout_coeff(), 1);
+        w.coeff = 30;
+        w.kind = WrKind::Interactive;
+        assert_eq!(w.timeout_coeff(), 30);
+        w.coeff = 3000;
+        w.kind = WrKind::SoftRt;
+        assert_eq!(w.timeout_coeff(), 1);
+    }
+
+    // A queue that expires empty after little service may count as soft real-time again only once slice_idle plus
+    // 4 ms have passed: here 8 sectors (their rate term is about 1 ms) and an expiry at 2 ms with slice_idle 8 ms
+    // give 2 + 8 + 4 = 14 ms.
+    #[test]
+    fn a_light_queue_is_soft_real_time_again_after_slice_idle_plus_4_ms() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        b.completed(&r, MS);
+        b.expire(q, super::super::budget::Expiration::NoMoreRequests, 2 * MS);
+        assert_eq!(b.q(q).wr.soft_rt_next_start, 14 * MS);
+    }
+
     // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
     // scheduled with is the original weight times the coefficient, for the current raising length; the raising
     // is still on just before that length has passed and over just after, which restores the weight.
