@@ -482,6 +482,21 @@ mod tests {
         assert_eq!(b.q(q).wr.soft_rt_next_start, 14 * MS);
     }
 
+    // The `wr_max_time` tunable overrides the computed length: with 2000 ms a new queue's raising is still on at
+    // 2 s and over just after (computed, it would last 10.5 s on this device: `raising_ends_after_its_duration`).
+    #[test]
+    fn wr_max_time_sets_the_raising_length() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["wr_max_time=2000"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.coeff, 30);
+        b.update_wr_data(q, 2 * SEC);
+        assert_eq!(b.q(q).wr.coeff, 30, "raised until 2 s have passed");
+        b.update_wr_data(q, 2 * SEC + 1);
+        assert_eq!(b.q(q).wr.coeff, 1, "over after 2 s");
+    }
+
     // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
     // scheduled with is the original weight times the coefficient, for the current raising length; the raising
     // is still on just before that length has passed and over just after, which restores the weight.
