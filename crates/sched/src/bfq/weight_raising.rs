@@ -497,6 +497,30 @@ mod tests {
         assert_eq!(b.q(q).wr.coeff, 1, "over after 2 s");
     }
 
+    // v7r2 raises too (its own `wr_on_arrival_v7`): a new sync queue of an idle flow is raised at its first request,
+    // its weight in force multiplied by v7r2's coefficient, for the interactive length.
+    #[test]
+    fn v7r2_raises_a_new_queue_and_multiplies_its_weight() {
+        let dev = DeviceInfo::hdd();
+        let v = crate::tunables::TunableValues::parse("bfq-v7r2", &super::super::V7R2_TUNABLES, &dev, &[] as &[&str])
+            .unwrap();
+        let mut b = Bfq::with_era(
+            &dev,
+            super::super::tunables::Params::from_values(&v),
+            super::super::Era::V7r2,
+        );
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        checked(&b);
+        let q = b.flows[&1].sync_q.unwrap();
+        let coeff = b.p.wr_coeff;
+        assert!(coeff > 1);
+        assert_eq!(b.q(q).wr.coeff, coeff);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, b.q(q).orig_weight * coeff);
+        assert_eq!(b.q(q).wr.cur_max_time, b.wr_duration());
+    }
+
     // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
     // scheduled with is the original weight times the coefficient, for the current raising length; the raising
     // is still on just before that length has passed and over just after, which restores the weight.
