@@ -1230,3 +1230,75 @@ fn a_scheduled_stable_merge_happens_only_where_idling_does_not_pay() {
         assert_eq!(shared, want_shared, "random {random}, {low_latency}: queues {q:?}");
     }
 }
+
+// Groups share the device by the groups' weights, not by the weights or the number of the queues inside (one
+// level of hierarchy under the root; `Bfq::set_group_weight`). Group 1 (weight 100) holds one sequential reader,
+// group 2 (weight 300) holds three of weight 10 each, so by queue weight group 1 would get 40/70 of the sectors
+// and by queue count 1/4 of the slots. All are always backlogged on a one-tag disk in the same zone and nothing is
+// raised (low_latency=0): the root's B-WF2Q+ splits the sectors between the two group entities 100:300, so group
+// 2's readers together move 3 sectors for each of group 1's. Budgets of thousands of sectors over 8 s give tens of
+// slots per group, so the ratio is checked within 10 %.
+#[test]
+fn groups_share_sectors_by_group_weight_whatever_their_queues() {
+    use crate::types::GroupId;
+    let mut procs = vec![{
+        let mut p = Proc::seq(1, 0);
+        p.info = p.info.clone().with_group(GroupId(1));
+        p
+    }];
+    for id in 2..=4u32 {
+        let mut p = Proc::seq(id, u64::from(id) << 24);
+        p.info = p.info.clone().with_group(GroupId(2)).with_weight(10);
+        procs.push(p);
+    }
+    for p in procs.iter_mut() {
+        p.depth = 4;
+    }
+    let mut b = bfq(&hdd1(), &["low_latency=0"]);
+    b.set_group_weight(GroupId(1), 100);
+    b.set_group_weight(GroupId(2), 300);
+    let mut sim = Sim::new(b, TestDev::hdd(), 1, procs);
+    sim.measure_from = 2 * SEC;
+    sim.run_until(10 * SEC);
+    let g1 = sim.served.get(&1).copied().unwrap_or(0) as f64;
+    let g2: f64 = (2..=4).map(|f| sim.served.get(&f).copied().unwrap_or(0) as f64).sum();
+    assert!(g1 > 0.0, "group 1 is served");
+    let ratio = g2 / g1;
+    assert!(
+        (ratio / 3.0 - 1.0).abs() < 0.1,
+        "group 2 / group 1 = {ratio:.3} ({g2} / {g1} sectors)"
+    );
+}
+
+// Preemption across groups compares the groups' weights (`bfq_bfqq_higher_class_or_weight`): a queue of a group
+// weighing 10 times more than the in-service queue's group preempts it at once, even unraised (low_latency=0) and
+// with its own queue weight equal to the other's. A sequential reader of group 1 (weight 100) keeps 16 requests
+// queued on a one-tag disk (its queue never empties, and it is idled for: nothing else would let the newcomer in
+// early); ten single 4 KiB reads of group 2 (weight 1000) arrive 407 ms apart. Each waits at most for the request
+// in the device (an 8 ms seek + 1.28 ms). Compared by queue weight (40 against 40) none would preempt, and each
+// would wait for the rest of the reader's slot.
+#[test]
+fn a_queue_of_a_heavier_group_preempts_the_queue_in_service() {
+    use crate::types::GroupId;
+    let mut procs = vec![{
+        let mut r = Proc::seq(1, 0);
+        r.depth = 16;
+        r.info = r.info.clone().with_group(GroupId(1));
+        r
+    }];
+    for i in 0..10u32 {
+        let mut p = Proc::random(2 + i);
+        p.start = 2 * SEC + Time::from(i) * 407 * MS;
+        p.limit = 1;
+        p.info = p.info.clone().with_group(GroupId(2));
+        procs.push(p);
+    }
+    let mut b = bfq(&hdd1(), &["low_latency=0"]);
+    b.set_group_weight(GroupId(1), 100);
+    b.set_group_weight(GroupId(2), 1000);
+    let mut sim = Sim::new(b, TestDev::hdd(), 1, procs);
+    sim.run_until(7 * SEC);
+    let (longest, served) = newcomer_waits(&sim);
+    assert_eq!(served, 10, "every newcomer was served");
+    assert!(longest <= 8 * MS + 1280 * US, "a newcomer waited {longest} ns");
+}

@@ -438,6 +438,89 @@ mod tests {
         assert_eq!(wr_duration(true, REF_RATE_ROT / 100), WR_DURATION_MAX);
     }
 
+    // v7r2's raising length is R x T / peak rate with the (R, T) pair of the device's kind and speed class and no
+    // clamp: at its own reference rate each kind lasts its reference time (rotational fast 5.5 s, non-rotational
+    // fast 2 s, rotational slow 2.6 s), twice the rate halves it. The figures are v7r2's, written out.
+    #[test]
+    fn v7r2_raising_length_is_the_reference_time_scaled_by_the_rate() {
+        assert_eq!(wr_duration_v7(true, false, 17_415), 5_500 * MS);
+        assert_eq!(wr_duration_v7(true, false, 34_830), 2_750 * MS);
+        assert_eq!(wr_duration_v7(false, false, 34_791), 2_000 * MS);
+        assert_eq!(wr_duration_v7(true, true, 1_536), 2_600 * MS);
+        assert_eq!(wr_duration_v7(false, true, 21_504), 500 * MS);
+    }
+
+    // Interactive raising stretches the budget timeout by the raising coefficient (a raised application may take
+    // its time to use its budget); soft real-time raising and no raising leave it as it is.
+    #[test]
+    fn only_interactive_raising_stretches_the_budget_timeout() {
+        let mut w = WrState::new(0);
+        assert_eq!(w.timeout_coeff(), 1);
+        w.coeff = 30;
+        w.kind = WrKind::Interactive;
+        assert_eq!(w.timeout_coeff(), 30);
+        w.coeff = 3000;
+        w.kind = WrKind::SoftRt;
+        assert_eq!(w.timeout_coeff(), 1);
+    }
+
+    // A queue that expires empty after little service may count as soft real-time again only once slice_idle plus
+    // 4 ms have passed: here 8 sectors (their rate term is about 1 ms) and an expiry at 2 ms with slice_idle 8 ms
+    // give 2 + 8 + 4 = 14 ms.
+    #[test]
+    fn a_light_queue_is_soft_real_time_again_after_slice_idle_plus_4_ms() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        b.completed(&r, MS);
+        b.expire(q, super::super::budget::Expiration::NoMoreRequests, 2 * MS);
+        assert_eq!(b.q(q).wr.soft_rt_next_start, 14 * MS);
+    }
+
+    // The `wr_max_time` tunable overrides the computed length: with 2000 ms a new queue's raising is still on at
+    // 2 s and over just after (computed, it would last 10.5 s on this device: `raising_ends_after_its_duration`).
+    #[test]
+    fn wr_max_time_sets_the_raising_length() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["wr_max_time=2000"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.coeff, 30);
+        b.update_wr_data(q, 2 * SEC);
+        assert_eq!(b.q(q).wr.coeff, 30, "raised until 2 s have passed");
+        b.update_wr_data(q, 2 * SEC + 1);
+        assert_eq!(b.q(q).wr.coeff, 1, "over after 2 s");
+    }
+
+    // v7r2 raises too (its own `wr_on_arrival_v7`): a new sync queue of an idle flow is raised at its first request,
+    // its weight in force multiplied by v7r2's coefficient, for the interactive length.
+    #[test]
+    fn v7r2_raises_a_new_queue_and_multiplies_its_weight() {
+        let dev = DeviceInfo::hdd();
+        let v = crate::tunables::TunableValues::parse("bfq-v7r2", &super::super::V7R2_TUNABLES, &dev, &[] as &[&str])
+            .unwrap();
+        let mut b = Bfq::with_era(
+            &dev,
+            super::super::tunables::Params::from_values(&v),
+            super::super::Era::V7r2,
+        );
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        checked(&b);
+        let q = b.flows[&1].sync_q.unwrap();
+        let coeff = b.p.wr_coeff;
+        assert!(coeff > 1);
+        assert_eq!(b.q(q).wr.coeff, coeff);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert_eq!(b.wf.entity(b.q(q).entity).unwrap().weight, b.q(q).orig_weight * coeff);
+        assert_eq!(b.q(q).wr.cur_max_time, b.wr_duration());
+    }
+
     // A new sync queue of a flow that was idle is raised: its coefficient is wr_coeff, the weight its entity is
     // scheduled with is the original weight times the coefficient, for the current raising length; the raising
     // is still on just before that length has passed and over just after, which restores the weight.

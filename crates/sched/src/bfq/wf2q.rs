@@ -1130,6 +1130,19 @@ mod tests {
         }
     }
 
+    // Virtual-time cost of a service: `(service << 22) / weight`, exact also for a service too large to be shifted
+    // within 64 bits (above 2^41 sectors), where the computation must widen instead of dropping high bits. The
+    // expected values are powers of two worked out by hand: 2^45 << 22 = 2^67, / 2^10 = 2^57, and so on.
+    #[test]
+    fn delta_is_exact_for_services_too_large_to_shift_in_64_bits() {
+        assert_eq!(delta(1, 1), 1 << 22);
+        assert_eq!(delta(64, 4), 1 << 26);
+        assert_eq!(delta(1 << 41, 2), 1 << 62);
+        assert_eq!(delta(3 << 41, 3), 1 << 63);
+        assert_eq!(delta(1 << 45, 1 << 10), 1 << 57);
+        assert_eq!(delta(1 << 50, 1 << 12), 1 << 60);
+    }
+
     // Two equal-weight entities with equal budgets alternate: after one is served its full budget and requeued,
     // its finish time is larger, so the other (still eligible) is chosen next.
     #[test]
@@ -1230,6 +1243,10 @@ mod tests {
         assert_eq!(w.next_in_service(150 * MS), Some(rt));
         w.served(rt, 8);
         w.expire_path(rt, true);
+        // At exactly 200 ms the IDLE class is not yet due: the rule is "unserved for more than 200 ms".
+        assert_eq!(w.next_in_service(200 * MS), Some(rt));
+        w.served(rt, 8);
+        w.expire_path(rt, true);
         // After 200 ms without idle-class service, IDLE is picked even though RT is backlogged.
         assert_eq!(w.next_in_service(201 * MS), Some(idle));
         w.served(idle, 8);
@@ -1293,6 +1310,249 @@ mod tests {
         assert!(w.ents[a].start >= f_old, "start not before the old finish");
         assert!(w.ents[a].start <= vtime);
         assert_eq!(w.next_in_service(0), Some(a), "the back-shifted queue is served first");
+    }
+
+    // An entity that goes idle before its finish time keeps its weight in the weight sum (it may come back and
+    // continue), so virtual time advances by service / (its weight + the others'); once it is freed (its queue
+    // was released) its weight stops counting at once. Here `a` (weight 30) is served 10 of its 1000 sectors and
+    // empties, then freed; `b` (weight 10) is served 100 sectors: virtual time must advance by 100 / 10, not by
+    // 100 / 40 (the value it would have had with `a` still counted).
+    #[test]
+    fn a_freed_idle_entity_stops_slowing_virtual_time() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        let first = w.next_in_service(0).unwrap();
+        assert_eq!(first, a, "the heavier entity has the smaller finish time");
+        w.served(a, 10);
+        w.expire_path(a, false);
+        assert_eq!(
+            w.entity(a).unwrap().place,
+            Place::Idle,
+            "its finish time is still ahead"
+        );
+        w.free_entity(a);
+        let v0 = w.vtime_of(b);
+        assert_eq!(w.next_in_service(0), Some(b));
+        w.served(b, 100);
+        assert_eq!(w.vtime_of(b) - v0, delta(100, 10));
+        w.check_invariants().unwrap();
+    }
+
+    // Virtual time advances by service / (sum of the weights counted on the tree), and an entity that emptied
+    // before its finish time stays counted (on the idle tree) only until virtual time reaches that finish time.
+    // `a` (weight 30, start 0) is served 10 sectors and empties: F_a = delta(10, 30) and V = delta(10, 40). While
+    // `b` (weight 10) alone is in service, 2 more sectors move V by delta(2, 40) (still below F_a: `a` stays
+    // counted, and V is not pulled up to F_a). 8 more take V past F_a: with nothing backlogged on the tree, V is set
+    // to the last idle finish time, F_a (the kernel's `bfq_forget_idle`, which can move V back a little), and `a`
+    // is forgotten, so from then on `b`'s 100 sectors move V by delta(100, 10).
+    #[test]
+    fn an_idle_entity_counts_in_virtual_time_until_its_finish_time() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(a));
+        w.served(a, 10);
+        w.expire_path(a, false);
+        let f_a = w.entity(a).unwrap().finish;
+        assert_eq!(f_a, delta(10, 30));
+        let v0 = w.vtime_of(b);
+        assert_eq!(v0, delta(10, 40));
+        assert_eq!(w.next_in_service(0), Some(b));
+        w.served(b, 2);
+        assert_eq!(w.vtime_of(b), v0 + delta(2, 40));
+        assert_eq!(w.entity(a).unwrap().place, Place::Idle);
+        w.served(b, 8);
+        assert!(v0 + delta(10, 40) > f_a, "V has passed F_a");
+        assert_eq!(w.vtime_of(b), f_a);
+        assert_eq!(w.entity(a).unwrap().place, Place::Out, "forgotten");
+        w.served(b, 100);
+        assert_eq!(w.vtime_of(b), f_a + delta(100, 10));
+        w.check_invariants().unwrap();
+    }
+
+    // A budget change of a backlogged entity moves its finish time (F = S + budget / weight) and so its place in
+    // the order. `a` and `b` have equal weights, starts and budgets (100); `a` would be chosen first (ties go to
+    // the lower slot). Its budget raised to 10 000, its finish time is far beyond `b`'s: `b` is chosen first.
+    #[test]
+    fn a_larger_budget_moves_a_backlogged_entity_back() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        w.reposition(a, 10_000);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(b));
+    }
+
+    // A group's budget is that of its next entity, and follows it: group 1 holds `x` (budget 10 000) and group 2
+    // holds `z` (budget 1000), the groups of equal weight and start, so group 2 has the smaller finish time. Once
+    // `x`'s budget is cut to 100, group 1's finish time must follow (delta(100) < delta(1000)) and `x` is chosen.
+    #[test]
+    fn a_group_finish_time_follows_its_next_entity_budget() {
+        let mut w = Wf2q::new();
+        let g1 = w.new_group(SdId::ROOT, 100);
+        let g2 = w.new_group(SdId::ROOT, 100);
+        let x = w.new_entity(g1, 40, 1, q(0));
+        let z = w.new_entity(g2, 40, 1, q(1));
+        w.set_budget(x, 10_000);
+        w.activate(x, false, 1);
+        w.set_budget(z, 1000);
+        w.activate(z, false, 1);
+        let mut probe = w.clone();
+        assert_eq!(probe.next_in_service(0), Some(z), "group 2's smaller budget first");
+        w.reposition(x, 100);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(x));
+    }
+
+    // Whether the entity in service would be chosen again (which decides preemption) looks at the entity that
+    // would really be chosen next: a backlogged IDLE-class entity counts only once that class has gone unserved
+    // for more than 200 ms (strictly). Here `x` and `y` (BE, equal weights and budgets) are backlogged with an
+    // IDLE-class entity; `x` is served its whole budget, so requeued it would finish after `y`: the answer is
+    // "no" at 100 ms and still at exactly 200 ms, when the IDLE class is not yet due.
+    #[test]
+    fn the_idle_class_counts_for_the_next_choice_only_after_200_ms() {
+        let mut w = Wf2q::new();
+        let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        let i = w.new_entity(SdId::ROOT, 10, 2, q(2));
+        for e in [x, y, i] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(x));
+        w.served(x, 100);
+        assert!(!w.in_service_still_next(100 * MS), "y finishes first");
+        assert!(
+            !w.in_service_still_next(CLASS_IDLE_TIMEOUT),
+            "the IDLE class is not due at exactly 200 ms"
+        );
+    }
+
+    // Back-shift keeps a returning entity's old timestamps, but never lets it claim more than its budget's worth of
+    // lag: if even its back-shifted finish time is behind virtual time, both stamps move up so that the finish
+    // time is virtual time (divided by the raising coefficient, 1 here). `a` is served 10 sectors and empties;
+    // `b` (equal weight) alone is served ten slots of 1000 sectors; `a` comes back back-shifted with a budget of
+    // 1000. Without the limit its finish time would be nine budgets behind `b`'s and it would get about ten slots
+    // in a row; with it, `a` and `b` alternate again after at most one extra slot of `a`.
+    #[test]
+    fn a_back_shifted_entity_claims_at_most_one_budget_of_lag() {
+        let mut w = Wf2q::new();
+        let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        for e in [a, b] {
+            w.set_budget(e, 1000);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(a));
+        w.served(a, 10);
+        w.expire_path(a, false);
+        for _ in 0..10 {
+            assert_eq!(w.next_in_service(0), Some(b));
+            w.served(b, 1000);
+            w.expire_path(b, true);
+        }
+        w.set_budget(a, 1000);
+        w.activate(a, true, 1);
+        assert_eq!(
+            w.entity(a).unwrap().finish,
+            w.vtime_of(a),
+            "finish time moved up to virtual time"
+        );
+        let (mut run, mut longest) = (0u32, 0u32);
+        for _ in 0..20 {
+            let e = w.next_in_service(0).unwrap();
+            if e == a {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+            w.served(e, 1000);
+            w.expire_path(e, true);
+            w.check_invariants().unwrap();
+        }
+        assert!(longest <= 2, "the returning entity got {longest} slots in a row");
+    }
+
+    // "Would the entity in service be chosen again?" (it decides preemption): requeued with the service it has
+    // received, it must be eligible (its new start S + service / w not after virtual time, or before every other
+    // backlogged start) and finish before the best other entity; a higher class wins whatever the timestamps.
+    // `x` (budget 100) and `y` (budget 10 000) have equal weights and start together. Right after `x` starts, it
+    // is eligible and finishes far earlier: yes. After 50 sectors its start has moved past virtual time
+    // (50/10 against 50/20) while `y`'s has not: no, `y` would be chosen, though `x` would finish first.
+    #[test]
+    fn the_entity_in_service_is_next_only_if_eligible_and_first_to_finish() {
+        let mut w = Wf2q::new();
+        let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        w.set_budget(x, 100);
+        w.activate(x, false, 1);
+        w.set_budget(y, 10_000);
+        w.activate(y, false, 1);
+        assert_eq!(w.next_in_service(0), Some(x));
+        assert!(w.in_service_still_next(0), "eligible and first to finish");
+        w.served(x, 50);
+        assert!(!w.in_service_still_next(0), "no longer eligible");
+        let mut probe = w.clone();
+        probe.expire_path(x, true);
+        assert_eq!(probe.next_in_service(0), Some(y), "the lookup agrees");
+    }
+
+    // Across classes only the class counts: an RT entity in service stays next against a backlogged BE one even
+    // after using all its budget; a BE entity in service is never next while an RT one is backlogged.
+    #[test]
+    fn a_higher_class_is_next_whatever_the_timestamps() {
+        let mut w = Wf2q::new();
+        let rt = w.new_entity(SdId::ROOT, 10, 0, q(0));
+        let be = w.new_entity(SdId::ROOT, 1000, 1, q(1));
+        for e in [rt, be] {
+            w.set_budget(e, 100);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(rt));
+        w.served(rt, 100);
+        assert!(w.in_service_still_next(0));
+        w.expire_path(rt, false);
+        assert_eq!(w.next_in_service(0), Some(be));
+        w.set_budget(rt, 100);
+        w.activate(rt, false, 1);
+        assert!(!w.in_service_still_next(0));
+    }
+
+    // A group's budget is that of its next backlogged entity, also when one of its entities stops being
+    // backlogged: group 1 holds `x` (budget 100) and `x2` (budget 10 000), group 2 holds `z` (budget 1000). Group 1
+    // starts with `x`'s budget, the smallest finish time. Once `x` leaves (its queue emptied), group 1's budget is
+    // `x2`'s, its finish time moves past group 2's, and `z` is chosen.
+    #[test]
+    fn a_group_takes_its_next_entity_budget_when_one_leaves() {
+        let mut w = Wf2q::new();
+        let g1 = w.new_group(SdId::ROOT, 100);
+        let g2 = w.new_group(SdId::ROOT, 100);
+        let x = w.new_entity(g1, 40, 1, q(0));
+        let x2 = w.new_entity(g1, 40, 1, q(1));
+        let z = w.new_entity(g2, 40, 1, q(2));
+        for (e, b) in [(x, 100), (x2, 10_000), (z, 1000)] {
+            w.set_budget(e, b);
+            w.activate(e, false, 1);
+        }
+        let mut probe = w.clone();
+        assert_eq!(probe.next_in_service(0), Some(x));
+        w.deactivate(x);
+        w.check_invariants().unwrap();
+        assert_eq!(w.next_in_service(0), Some(z));
     }
 
     // Lazy weight change: set_weight changes nothing until the next requeue; then wsum follows.
