@@ -118,7 +118,7 @@ def test_listings_match_the_command_line(cli):
     helptext = cli("run", "--help").stdout
     for d in bfq.devices():
         assert d["name"] in helptext
-        assert d["model"] in {"hdd", "raid1", "ssd", "flash", "nvme"}
+        assert d["model"] in {"hdd", "raid1", "ssd", "flash", "nvme", "array"}
         assert d["parameters"]["model"] == d["model"]
     for w in bfq.workloads():
         assert bfq.run(workload=w["name"], duration=1, sched="noop")["workload"] == w["name"]
