@@ -32,9 +32,9 @@ def schedulers() -> List[Dict[str, Any]]:
 def devices() -> List[Dict[str, Any]]:
     """Every simulated device preset (docs/DEVICES.md).
 
-    Each is a dict with ``name``, ``model`` (``hdd``, ``raid1``, ``ssd``, ``flash``, ``nvme``, ``array``), ``rotational``,
-    ``queue_depth``, ``nr_requests``, ``max_sectors``, ``capacity_sectors`` and ``parameters`` (the model's fields,
-    as a device TOML file writes them). A path to such a TOML file is accepted wherever a device name is.
+    Each is a dict with ``name``, ``model`` (``hdd``, ``raid1``, ``ssd``, ``flash``, ``nvme``, ``array``),
+    ``rotational``, ``queue_depth``, ``nr_requests``, ``max_sectors``, ``capacity_sectors`` and ``parameters`` (the
+    model's fields, as a device TOML file writes them). A path to such a TOML file is accepted wherever a device name is.
     """
     return _native.devices()
 
