@@ -726,6 +726,10 @@ impl<'a> Evidence<'a> {
     fn hdds(&self) -> impl Iterator<Item = &String> {
         self.devices.iter().filter(|d| d.contains("hdd") || d.contains("raid"))
     }
+    /// The devices of the runs that are among `names`, in the runs' order.
+    fn devices_named<'b>(&'b self, names: &'b [&str]) -> impl Iterator<Item = &'b String> + 'b {
+        self.devices.iter().filter(move |d| names.contains(&d.as_str()))
+    }
 }
 
 /// The checklist of the seeds' claims: every claim of [`CLAIMS`] evaluated on `rs`, in table order. A claim about
@@ -773,11 +777,7 @@ pub fn checklist_by_claim(rs: &[RunResult]) -> Vec<(&'static Claim, Vec<Checklis
 fn startup_vs_cfq(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
-    for dev in ev
-        .devices
-        .iter()
-        .filter(|d| d.as_str() == "seagate-hdd" || d.as_str() == "seagate-raid1")
-    {
+    for dev in ev.devices_named(&["seagate-hdd", "seagate-raid1"]) {
         for wl in HEAVY {
             let (Some(Some(b)), Some(c)) = (startup(rs, dev, bfq, "xterm", wl), startup(rs, dev, "cfq", "xterm", wl))
             else {
@@ -1279,11 +1279,7 @@ pub fn wait_bound_ms(sched: &str, write: bool, n: u32) -> Option<f64> {
 fn bounded_wait(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
-    for dev in ev
-        .devices
-        .iter()
-        .filter(|d| d.as_str() == "hitachi-hdd" || d.as_str() == "seagate-hdd")
-    {
+    for dev in ev.devices_named(&["hitachi-hdd", "seagate-hdd"]) {
         for wl in HEAVY {
             let runs: Vec<&RunResult> = rs
                 .iter()
@@ -1400,11 +1396,7 @@ fn rand_mixed_throughput(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
 fn flash_like_cfq(ev: &Evidence, bfq: &str) -> Vec<ChecklistItem> {
     let rs = ev.runs;
     let mut out = Vec::new();
-    for dev in ev
-        .devices
-        .iter()
-        .filter(|d| d.as_str() == "transcend-microsd" || d.as_str() == "sandisk-emmc")
-    {
+    for dev in ev.devices_named(&["transcend-microsd", "sandisk-emmc"]) {
         let workloads = distinct(
             rs.iter()
                 .filter(|r| r.benchmark == Benchmark::Throughput && &r.device == dev && r.scheduler == bfq)

@@ -142,13 +142,14 @@ fn bfq_throughput_under_sequential_readers_is_at_least_noop_and_deadline() {
 #[test]
 fn bfq_v7r2_streams_five_readers_beside_capped_writers_with_the_2013_settings() {
     // Seed 004 (2014) measured BFQ v7r2 with S as of November 2013: the writers capped at 16 500 KiB/s in total
-    // and no periodic `sync` (docs/BENCHMARKS.md, Eras; docs/SCHEDULERS.md on v7r2 under 5r5w-seq). Then the
-    // writers' data reach the disk as background writeback, async, at most 16.5 MB/s, and v7r2 serves one
-    // sequential reader at a time for a budget, idling for it: the disk streams the readers and pays one switch
-    // (a seek, at most 12.67 ms on this preset) per budget of up to 125 ms, as for 10r-seq, plus the writeback.
-    // So the aggregate is at least 0.8 of what one reader gets alone (0.908 for the reads alone, derived in the
-    // 10r-seq test; the writes take disk time too, which the margin covers). noop, which interleaves the readers,
-    // and v7r2 without idling (slice_idle=0) must fall below it.
+    // and no periodic `sync` (docs/BENCHMARKS.md, Eras; docs/SCHEDULERS.md on v7r2 under 5r5w-seq). In this 20 s
+    // run the writers dirty at most 16.5 MB/s x 20 s = 330 MB, below the host's background-writeback threshold
+    // (10 % of 4 GiB, 429 MB), so no write reaches the disk (S 3.6's periodic sync would force it out) and the
+    // disk sees only the five sequential readers. v7r2 serves one at a time for a budget and idles for it, as for
+    // 10r-seq: one switch (at most 12.67 ms on this preset) per budget of up to 125 ms, hence at least
+    // 125 / 137.67 = 0.908 of what one reader gets alone. noop, which interleaves the readers, and v7r2 without
+    // idling (slice_idle=0) fall far below (30.1 MB/s each, against 133.8 for v7r2 and 139.8 for one reader:
+    // `bfq run --device seagate-hdd --workload 5r5w-seq --profile s2013 --duration 20`).
     let single = run("seagate-hdd", "noop", "1r-seq", None).throughput_mbps;
     let run_2013 = |sched: &str, tun: &[&str]| {
         let mut sc = Experiment::sim("seagate-hdd", sched, Work::background("5r5w-seq", None));
@@ -164,7 +165,7 @@ fn bfq_v7r2_streams_five_readers_beside_capped_writers_with_the_2013_settings() 
         &[("noop", &[][..]), ("bfq-v7r2", &["slice_idle=0"][..])],
         |&(sched, tun)| {
             let t = run_2013(sched, tun);
-            if t >= 0.8 * single {
+            if t >= 0.9 * single {
                 Ok(())
             } else {
                 Err(format!("5r5w-seq {t} MB/s, one reader alone {single} MB/s"))

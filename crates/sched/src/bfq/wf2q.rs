@@ -1083,6 +1083,14 @@ mod tests {
             .min_by_key(|&e| (w.ents[e].finish, e.index()))
     }
 
+    /// Gives each of `es` a budget of `budget` sectors and activates it (no back-shift, no raising).
+    fn activate_all(w: &mut Wf2q, es: &[EntityId], budget: u64) {
+        for &e in es {
+            w.set_budget(e, budget);
+            w.activate(e, false, 1);
+        }
+    }
+
     fn q(i: u32) -> Owner {
         Owner::Queue(QueueId::from_parts(i, 0))
     }
@@ -1322,10 +1330,7 @@ mod tests {
         let mut w = Wf2q::new();
         let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
         let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
-        for e in [a, b] {
-            w.set_budget(e, 1000);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[a, b], 1000);
         let first = w.next_in_service(0).unwrap();
         assert_eq!(first, a, "the heavier entity has the smaller finish time");
         w.served(a, 10);
@@ -1355,10 +1360,7 @@ mod tests {
         let mut w = Wf2q::new();
         let a = w.new_entity(SdId::ROOT, 30, 1, q(0));
         let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
-        for e in [a, b] {
-            w.set_budget(e, 1000);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[a, b], 1000);
         assert_eq!(w.next_in_service(0), Some(a));
         w.served(a, 10);
         w.expire_path(a, false);
@@ -1387,10 +1389,7 @@ mod tests {
         let mut w = Wf2q::new();
         let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
         let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
-        for e in [a, b] {
-            w.set_budget(e, 100);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[a, b], 100);
         w.reposition(a, 10_000);
         w.check_invariants().unwrap();
         assert_eq!(w.next_in_service(0), Some(b));
@@ -1428,10 +1427,7 @@ mod tests {
         let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
         let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
         let i = w.new_entity(SdId::ROOT, 10, 2, q(2));
-        for e in [x, y, i] {
-            w.set_budget(e, 100);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[x, y, i], 100);
         assert_eq!(w.next_in_service(0), Some(x));
         w.served(x, 100);
         assert!(!w.in_service_still_next(100 * MS), "y finishes first");
@@ -1452,10 +1448,7 @@ mod tests {
         let mut w = Wf2q::new();
         let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
         let b = w.new_entity(SdId::ROOT, 10, 1, q(1));
-        for e in [a, b] {
-            w.set_budget(e, 1000);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[a, b], 1000);
         assert_eq!(w.next_in_service(0), Some(a));
         w.served(a, 10);
         w.expire_path(a, false);
@@ -1518,10 +1511,7 @@ mod tests {
         let mut w = Wf2q::new();
         let rt = w.new_entity(SdId::ROOT, 10, 0, q(0));
         let be = w.new_entity(SdId::ROOT, 1000, 1, q(1));
-        for e in [rt, be] {
-            w.set_budget(e, 100);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[rt, be], 100);
         assert_eq!(w.next_in_service(0), Some(rt));
         w.served(rt, 100);
         assert!(w.in_service_still_next(0));
@@ -1578,10 +1568,7 @@ mod tests {
         let mut w = Wf2q::new();
         let a = w.new_entity(SdId::ROOT, 10, 1, q(0));
         let b = w.new_entity(SdId::ROOT, 20, 1, q(1));
-        for e in [a, b] {
-            w.set_budget(e, 100);
-            w.activate(e, false, 1);
-        }
+        activate_all(&mut w, &[a, b], 100);
         assert_eq!(w.check_invariants(), Ok(()));
         w.sds[0].trees[1].wsum += 1;
         let err = w.check_invariants().unwrap_err();

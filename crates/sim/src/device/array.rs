@@ -97,7 +97,7 @@ pub struct Array {
     /// The read and write directions of the link are busy until these times, ns.
     read_link_free: Time,
     write_link_free: Time,
-    done: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    done: super::DoneHeap,
     seq: u64,
     /// Host commands received per direction (reads, writes) and destage writes sent to members.
     counts: [u64; 3],
@@ -333,10 +333,7 @@ impl Device for Array {
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
         self.advance(now);
-        match self.done.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => self.done.pop().map(|Reverse((_, _, tag))| tag),
-            _ => None,
-        }
+        super::pop_due(&mut self.done, now)
     }
 }
 

@@ -353,7 +353,7 @@ pub struct Hdd {
     segments: Vec<Segment>,
     stream: Option<Stream>,
     lru_clock: u64,
-    done: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    done: super::DoneHeap,
     seq: u64,
 }
 
@@ -927,10 +927,7 @@ impl Device for Hdd {
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
         self.advance(now);
-        match self.done.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => self.done.pop().map(|Reverse((_, _, tag))| tag),
-            _ => None,
-        }
+        super::pop_due(&mut self.done, now)
     }
 }
 

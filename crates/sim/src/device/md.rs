@@ -62,7 +62,7 @@ pub struct Md1 {
     info: DeviceInfo,
     members: [Member; 2],
     slots: Slab<MdKey, MdSlot>,
-    done: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    done: super::DoneHeap,
     seq: u64,
 }
 
@@ -309,10 +309,7 @@ impl Device for Md1 {
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
         self.advance(now);
-        match self.done.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => self.done.pop().map(|Reverse((_, _, tag))| tag),
-            _ => None,
-        }
+        super::pop_due(&mut self.done, now)
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, now: Time) {

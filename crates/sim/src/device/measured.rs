@@ -130,7 +130,7 @@ pub struct Measured {
     read_ps_per_byte: f64,
     write_ps_per_byte: f64,
     seq: u64,
-    done: BinaryHeap<Reverse<(Time, u64, u64)>>,
+    done: super::DoneHeap,
 }
 
 impl Measured {
@@ -198,10 +198,7 @@ impl Device for Measured {
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        match self.done.peek() {
-            Some(Reverse((t, _, _))) if *t <= now => self.done.pop().map(|Reverse((_, _, tag))| tag),
-            _ => None,
-        }
+        super::pop_due(&mut self.done, now)
     }
 }
 

@@ -11,6 +11,8 @@
 //! the time it returns yields a tag.
 
 use bfq_sched::{DeviceInfo, Direction, FlowId, FlowInfo, Request, Time};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// A request as the device sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,4 +126,16 @@ pub(crate) fn clamp_request(sector: u64, sectors: u32, capacity: u64) -> (u64, u
     let start = sector.min(cap - 1);
     let len = (sectors.max(1) as u64).min(cap - start);
     (start, len)
+}
+
+/// Completions ordered by time (then by the second key, a sequence or a tag, for ties), as the HDD, array, md and
+/// measured models keep them: `(time ns, tie-break, tag)`.
+pub(crate) type DoneHeap = BinaryHeap<Reverse<(Time, u64, u64)>>;
+
+/// Pops the tag of the earliest completion of `done` if it is due at `now` ([`Device::pop_completion`]).
+pub(crate) fn pop_due(done: &mut DoneHeap, now: Time) -> Option<u64> {
+    match done.peek() {
+        Some(Reverse((t, _, _))) if *t <= now => done.pop().map(|Reverse((_, _, tag))| tag),
+        _ => None,
+    }
 }
