@@ -10,8 +10,9 @@ use std::time::Instant;
 #[command(
     after_help = "Probes (O_DIRECT, Linux AIO, each --probe-seconds long): random reads of 4, 16, 64 and 256 KiB \
 and sequential 1 MiB reads at depth 1; 4 KiB random reads at depths 2-32; sequential 1 MiB reads at depth 8; random \
-4 KiB and sequential 1 MiB writes at depth 1; sequential 1 MiB writes at depth 8; then fio (if installed) repeats the \
-first probe as a cross-check. About 35 s with the default 2 s probes, plus writing a 1 GiB probe file once.\n\n\
+4 KiB and sequential 1 MiB writes at depth 1; sequential 1 MiB writes at depth 8; then eight buffered sequential \
+readers (the page-cache streams probe, counted at the device: the large requests readahead builds); then fio (if \
+installed) repeats the first probe as a cross-check. The queue's read_ahead_kb is recorded for the simulated host. About 35 s with the default 2 s probes, plus writing a 1 GiB probe file once.\n\n\
 Examples:\n  sudo bfq calibrate /mnt/bfq --out loop.toml\n  bfq run --device loop.toml --app xterm\n  \
 bfq calibrate --from loop.json --out loop.toml     (fit again from saved measurements; no root)"
 )]
@@ -97,6 +98,19 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
             p.mean_us,
             p.p99_us
         );
+    }
+    if let Some(st) = &cal.streams {
+        println!(
+            "{:<22} {:>10.0} {:>9.1} {:>9.1}           (device requests of {:.0} KiB)",
+            format!("pagecache-{}streams", st.streams),
+            st.device_ios as f64 / st.secs,
+            st.device_mb_s,
+            st.device_latency_us,
+            st.request_kib
+        );
+    }
+    if let Some(ra) = cal.read_ahead_kb {
+        println!("# read_ahead_kb {ra} (the simulated host's readahead window with this model)");
     }
     if let Some(f) = &cal.fio {
         println!(

@@ -24,8 +24,10 @@ pub struct ValidateArgs {
     /// Device model for the simulator (TOML, e.g. written by `bfq calibrate`, or a preset name).
     #[arg(long, required_unless_present = "from")]
     model: Option<PathBuf>,
-    /// Report again from a validation.json written earlier (no root, nothing runs).
-    #[arg(long, conflicts_with_all = ["target", "model"])]
+    /// Report again from a validation.json written earlier (no root; nothing runs on the kernel). With --model,
+    /// its kernel runs are kept and the simulator side is run again with that model (same workloads, schedulers,
+    /// seeds and file scale; give the --warmup and --duration the kernel runs used).
+    #[arg(long, conflicts_with = "target")]
     from: Option<PathBuf>,
     /// Benchmarks, comma-separated: throughput, startup.
     #[arg(long, default_value = "throughput,startup")]
@@ -91,11 +93,22 @@ pub fn run(args: ValidateArgs) -> Result<()> {
                 from.display()
             )
         })?;
-        let v = validate::summarize(old.runs);
+        let (runs, how) = match &args.model {
+            Some(model) => {
+                let t0 = Instant::now();
+                let mut progress = |line: &str| eprintln!("[{:6.1} s] {line}", t0.elapsed().as_secs_f64());
+                let warmup = seconds("warmup", args.warmup)?;
+                let duration = seconds("duration", args.duration)?;
+                let runs = validate::resimulate(old.runs, model, warmup, duration, &mut progress)?;
+                (runs, format!("simulated again with {}", model.display()))
+            }
+            None => (old.runs, "reported again".to_string()),
+        };
+        let v = validate::summarize(runs);
         validate::write_files(&v, &args.out)?;
         print!("{}", validate::table(&v));
         println!(
-            "reported again from {}; files in {}",
+            "kernel runs from {}, {how}; files in {}",
             from.display(),
             args.out.display()
         );

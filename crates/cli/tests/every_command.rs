@@ -217,6 +217,38 @@ const ROWS: &[Row] = &[
         args: &["validate", "--from", "{dir}/missing.json"],
         want: Want::Err("give a validation.json written by bfq validate"),
     },
+    Row {
+        args: &["validate", "--from", "{dir}/v.json", "--out", "{dir}/again"],
+        want: Want::Ok("reported again; files in"),
+    },
+    Row {
+        args: &[
+            "validate",
+            "--from",
+            "{dir}/v.json",
+            "--model",
+            "nvme",
+            "--warmup",
+            "1",
+            "--duration",
+            "1",
+            "--out",
+            "{dir}/nvme",
+        ],
+        want: Want::Ok("simulated again with nvme; files in"),
+    },
+    Row {
+        args: &[
+            "validate",
+            "--from",
+            "{dir}/v.json",
+            "--model",
+            "floppy",
+            "--out",
+            "{dir}/floppy",
+        ],
+        want: Want::Err("--model floppy: unknown device 'floppy'"),
+    },
     // replay (its options are tabled in replay_cli.rs)
     Row {
         args: &["replay", "--help"],
@@ -234,6 +266,11 @@ fn every_command_helps_works_and_fails_with_one_line() {
     let d = dir.path();
     std::fs::write(d.join("bad.toml"), "kind = \"hdd\"\nrpm = \"fast\"\n").expect("write");
     std::fs::write(d.join("bad.profile"), "this is not a profile\n").expect("write");
+    std::fs::write(
+        d.join("v.json"),
+        include_str!("../../suite/tests/data/validation-loop-2x2.json"),
+    )
+    .expect("write");
     let mut failures = Vec::new();
     for row in ROWS {
         let args: Vec<String> = row

@@ -27,7 +27,7 @@ fn simulation(exp: &Experiment, device: &str, time_policy: bool) -> Result<(Simu
     let host = HostConfig {
         time_policy,
         wbt_target,
-        ..crate::scenario::host_config(exp)
+        ..crate::scenario::host_config(exp, &cfg)
     };
     Ok((
         Simulation::new(dev, policy, host, exp.settings.seed),

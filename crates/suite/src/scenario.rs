@@ -285,14 +285,19 @@ impl Testbed for SimBed {
     }
 }
 
-/// The simulated host of `exp`: the default host with `exp`'s CPU timing, timer tick and readahead window
-/// ([`crate::experiment::Settings`]).
-pub(crate) fn host_config(exp: &Experiment) -> HostConfig {
+/// The simulated host of `exp` on `device`: the default host with `exp`'s CPU timing and timer tick, and its
+/// readahead window ([`crate::experiment::Settings`]), else the one recorded with a measured device (the kernel's
+/// `read_ahead_kb` for that device), else the default.
+pub(crate) fn host_config(exp: &Experiment, device: &bfq_sim::device::DeviceConfig) -> HostConfig {
     let default = HostConfig::default();
     HostConfig {
         time_policy: exp.settings.time_policy,
         timer_hz: exp.settings.timer_hz,
-        read_ahead_kb: exp.settings.read_ahead_kb.unwrap_or(default.read_ahead_kb),
+        read_ahead_kb: exp
+            .settings
+            .read_ahead_kb
+            .or(device.read_ahead_kb())
+            .unwrap_or(default.read_ahead_kb),
         ..default
     }
 }
@@ -335,7 +340,7 @@ pub fn run_sim(exp: &Experiment) -> Result<RunResult, ScenarioError> {
     let info = dev.info();
     let host = HostConfig {
         wbt_target,
-        ..host_config(exp)
+        ..host_config(exp, &dev_cfg)
     };
     let mut sim = Simulation::new(dev, policy, host, exp.settings.seed);
     let wl = workloads::build(

@@ -131,21 +131,99 @@ pub struct ValidateConfig {
 fn experiments(cfg: &ValidateConfig, target: &Target, b: Benchmark, w: &str, s: &str) -> Vec<Experiment> {
     (0..cfg.reps)
         .map(|rep| {
-            let work = match b {
-                Benchmark::Startup => Work::background(w, Some(&cfg.app)),
-                _ => Work::background(w, None),
+            let app = (b == Benchmark::Startup).then_some(cfg.app.as_str());
+            let side = Side {
+                warmup: cfg.warmup,
+                duration: cfg.duration,
+                file_scale: cfg.file_scale,
+                allow_device: cfg.allow_device,
             };
-            let mut e = Experiment::new(target.clone(), s, work);
-            e.rep = rep;
-            e.settings.seed = cfg.seed + u64::from(rep);
-            e.settings.warmup = cfg.warmup;
-            e.settings.duration = Some(cfg.duration);
-            e.settings.app_latency = true;
-            e.settings.real.file_scale = cfg.file_scale;
-            e.settings.real.allow_device = cfg.allow_device;
-            e
+            experiment(target, w, s, app, rep, cfg.seed + u64::from(rep), &side)
         })
         .collect()
+}
+
+/// The settings both sides of a validation share.
+struct Side {
+    warmup: Time,
+    duration: Time,
+    file_scale: f64,
+    allow_device: bool,
+}
+
+/// One run of a cell: background workload `w` under scheduler `s` on `target`, with application `app` for a
+/// start-up run.
+fn experiment(target: &Target, w: &str, s: &str, app: Option<&str>, rep: u32, seed: u64, side: &Side) -> Experiment {
+    let mut e = Experiment::new(target.clone(), s, Work::background(w, app));
+    e.rep = rep;
+    e.settings.seed = seed;
+    e.settings.warmup = side.warmup;
+    e.settings.duration = Some(side.duration);
+    e.settings.app_latency = true;
+    e.settings.real.file_scale = side.file_scale;
+    e.settings.real.allow_device = side.allow_device;
+    e
+}
+
+/// Simulates again, with the device model `model`, every kernel run of an earlier validation (`runs`, e.g. a
+/// validation.json's): the same benchmark, workload, scheduler, application, repetition and seed, with `warmup` and
+/// `duration` (give the values the kernel runs used) and the file scale each kernel run recorded. The kernel is not
+/// touched. Returns the kernel runs, each followed by its new simulation, ready for [`summarize`].
+pub fn resimulate(
+    runs: Vec<RunResult>,
+    model: &Path,
+    warmup: Time,
+    duration: Time,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<RunResult>, ScenarioError> {
+    let sim = Target::Sim(check_model(model)?);
+    let kernel: Vec<RunResult> = runs.into_iter().filter(|r| !r.target.starts_with("sim:")).collect();
+    if kernel.is_empty() {
+        return Err(ScenarioError::Input(
+            "the validation has no kernel runs to simulate again: give a validation.json written by bfq validate"
+                .into(),
+        ));
+    }
+    let total = kernel.len();
+    let mut out = Vec::with_capacity(2 * total);
+    for (i, k) in kernel.into_iter().enumerate() {
+        progress(&format!(
+            "[{}/{total}] sim {} {} {} rep {}",
+            i + 1,
+            k.benchmark,
+            k.workload,
+            k.scheduler,
+            k.rep
+        ));
+        let side = Side {
+            warmup,
+            duration,
+            file_scale: k.extra.get("file_scale").copied().unwrap_or(1.0),
+            allow_device: false,
+        };
+        let app = match k.benchmark {
+            Benchmark::Startup => k.app.as_deref(),
+            _ => None,
+        };
+        let e = experiment(&sim, &k.workload, &k.scheduler, app, k.rep, k.seed, &side);
+        let r = e.run()?;
+        out.push(k);
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// Checks that the device model loads; returns it as a simulator target's device spec.
+fn check_model(model: &Path) -> Result<String, ScenarioError> {
+    let spec = model.to_string_lossy().into_owned();
+    bfq_sim::device::resolve(&spec).map_err(|e| {
+        ScenarioError::Input(format!(
+            "--model {}: {} (give a device TOML such as `bfq calibrate` writes, or a preset name)",
+            model.display(),
+            bfq_sched::text::one_line(&e.to_string())
+        ))
+    })?;
+    Ok(spec)
 }
 
 /// Checks the configuration before anything runs: the model loads, the directory exists, the names are known.
@@ -156,14 +234,7 @@ pub fn check(cfg: &ValidateConfig) -> Result<(), ScenarioError> {
             cfg.kernel_dir.display()
         )));
     }
-    let model = cfg.model.to_string_lossy().into_owned();
-    bfq_sim::device::resolve(&model).map_err(|e| {
-        ScenarioError::Input(format!(
-            "--model {}: {} (give a device TOML such as `bfq calibrate` writes, or a preset name)",
-            cfg.model.display(),
-            bfq_sched::text::one_line(&e.to_string())
-        ))
-    })?;
+    check_model(&cfg.model)?;
     for s in &cfg.schedulers {
         if crate::target::kernel_scheduler(s).is_none() {
             return Err(ScenarioError::Input(format!(
@@ -618,6 +689,51 @@ pub fn write_files(v: &Validation, out: &Path) -> Result<(), ScenarioError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bfq_sched::SEC;
+
+    #[test]
+    fn a_recorded_validation_is_simulated_again_with_another_model() {
+        let old: Validation =
+            serde_json::from_str(include_str!("../tests/data/validation-loop-2x2.json")).expect("fixture parses");
+        let kernel: Vec<RunResult> = old
+            .runs
+            .iter()
+            .filter(|r| !r.target.starts_with("sim:"))
+            .cloned()
+            .collect();
+        assert_eq!(kernel.len(), 4);
+        let mut lines = 0;
+        let runs = resimulate(old.runs, Path::new("nvme"), SEC, SEC, &mut |_| lines += 1).expect("runs");
+        assert_eq!(lines, 4, "one progress line per kernel run");
+        // Each kernel run is kept as recorded and followed by its simulation: same cell, repetition and seed.
+        assert_eq!(runs.len(), 8);
+        for (pair, k) in runs.chunks(2).zip(&kernel) {
+            assert_eq!(&pair[0], k);
+            let s = &pair[1];
+            assert_eq!(s.target, "sim:nvme");
+            assert_eq!(
+                (s.benchmark, &s.workload, &s.scheduler, s.rep, s.seed, &s.app),
+                (k.benchmark, &k.workload, &k.scheduler, k.rep, k.seed, &k.app)
+            );
+        }
+        let v = summarize(runs);
+        assert_eq!(v.cells.len(), 4);
+        assert!(v
+            .cells
+            .iter()
+            .all(|c| c.real_median.is_some() && c.sim_median.is_some()));
+        // Errors name the problem before anything runs.
+        let e = resimulate(kernel.clone(), Path::new("floppy"), SEC, SEC, &mut |_| {}).expect_err("bad model");
+        assert!(e.to_string().starts_with("--model floppy:"), "{e}");
+        let sims: Vec<RunResult> = v
+            .runs
+            .iter()
+            .filter(|r| r.target.starts_with("sim:"))
+            .cloned()
+            .collect();
+        let e = resimulate(sims, Path::new("nvme"), SEC, SEC, &mut |_| {}).expect_err("no kernel runs");
+        assert!(e.to_string().contains("no kernel runs"), "{e}");
+    }
 
     #[test]
     fn quantiles_and_demerit() {

@@ -165,6 +165,15 @@ impl DeviceConfig {
         }
     }
 
+    /// The readahead window (`read_ahead_kb`, KiB) recorded with a measured device, if any; presets leave the
+    /// host's default.
+    pub fn read_ahead_kb(&self) -> Option<u64> {
+        match self {
+            DeviceConfig::Measured(c) => c.read_ahead_kb,
+            _ => None,
+        }
+    }
+
     /// Checks every field's range; the error names the first offending field.
     pub fn validate(&self) -> Result<(), DeviceError> {
         if self.name().trim().is_empty() {

@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use super::config::{check_common, check_f, DeviceError};
 use super::{clamp_request, f64_ns, DevRequest, Device};
 
+/// Largest `read_ahead_kb` a measured device may carry, KiB (1 GiB; Linux accepts any value, this bounds nonsense).
+pub const MAX_READ_AHEAD_KB: u64 = 1 << 20;
+
 /// Parameters of a measured device. Sizes in KiB, times in µs, rates in MB/s (10^6 bytes per second).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +52,13 @@ pub struct MeasuredConfig {
     pub max_read_mb_s: f64,
     /// Peak write bandwidth, MB/s: the shared link's write rate.
     pub max_write_mb_s: f64,
+    /// The queue's readahead window (`queue/read_ahead_kb`), KiB, as the kernel set it for the measured device;
+    /// the simulated host uses it instead of its default unless an experiment sets its own. Absent in files
+    /// written before `bfq calibrate` recorded it: the host default then applies. A loop device bound by
+    /// `bfq loopdev create` on Linux 6.18 gets 2560 (twice its 1280 KiB largest request), not the 128 KiB
+    /// default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_ahead_kb: Option<u64>,
 }
 
 fn check_table(field: &str, t: &[[f64; 2]]) -> Result<(), DeviceError> {
@@ -86,7 +96,11 @@ impl MeasuredConfig {
         check_table("read_us", &self.read_us)?;
         check_table("write_us", &self.write_us)?;
         check_f("", "max_read_mb_s", self.max_read_mb_s, 0.1, 1.0e6)?;
-        check_f("", "max_write_mb_s", self.max_write_mb_s, 0.1, 1.0e6)
+        check_f("", "max_write_mb_s", self.max_write_mb_s, 0.1, 1.0e6)?;
+        if let Some(kb) = self.read_ahead_kb {
+            super::config::check_u("", "read_ahead_kb", kb, 0, MAX_READ_AHEAD_KB)?;
+        }
+        Ok(())
     }
 }
 
@@ -220,6 +234,7 @@ mod tests {
             write_us: vec![[4.0, 60.0], [1024.0, 800.0]],
             max_read_mb_s: 3000.0,
             max_write_mb_s: 1500.0,
+            read_ahead_kb: None,
         }
     }
 
@@ -284,5 +299,15 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(e.contains("read_us") && e.contains("ascending"), "{e}");
+        // The queue's readahead window is optional (older files have none) and range-checked when present.
+        assert!(!text.contains("read_ahead_kb"), "{text}");
+        let with = format!("{text}read_ahead_kb = 2560\n");
+        let parsed = crate::device::DeviceConfig::from_toml_str(&with).expect("parses");
+        assert_eq!(parsed.read_ahead_kb(), Some(2560));
+        let bad = format!("{text}read_ahead_kb = {}\n", MAX_READ_AHEAD_KB + 1);
+        let e = crate::device::DeviceConfig::from_toml_str(&bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("read_ahead_kb"), "{e}");
     }
 }

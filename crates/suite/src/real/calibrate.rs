@@ -4,8 +4,9 @@
 //!    test device): random reads of 4-256 KiB and sequential 1 MiB reads at depth 1, 4 KiB random reads at depths
 //!    2-32, sequential 1 MiB reads at depth 8, random 4 KiB and sequential 1 MiB writes at depth 1, sequential 1 MiB
 //!    writes at depth 8. Each probe runs for [`CalibrateOptions::probe_s`] and reports IOPS, MB/s and its latency
-//!    distribution. The device's `rotational` flag, `write_cache` mode, `nr_requests` and `max_sectors_kb` come from
-//!    sysfs.
+//!    distribution. Then the page-cache streams probe ([`StreamProbe`]): eight buffered sequential readers, counted
+//!    at the device. The device's `rotational` flag, `write_cache` mode, `nr_requests`, `max_sectors_kb` and
+//!    `read_ahead_kb` come from sysfs.
 //! 2. [`check`]: refuses absurd results (no completions, impossible rates, depth 32 slower than depth 1 by half).
 //! 3. [`fit`] (pure; tested on a recorded fixture): the `measured` model ([`MeasuredConfig`]) from a
 //!    [`Calibration`].
@@ -110,6 +111,34 @@ pub struct Probe {
     pub p99_us: f64,
 }
 
+/// Number of readers in the page-cache streams probe ([`StreamProbe`]).
+pub const STREAMS: u32 = 8;
+
+/// Size of each reader's `read()` in the page-cache streams probe, KiB (the suite's background readers' size).
+pub const STREAM_READ_KIB: u32 = 128;
+
+/// The page-cache streams probe: [`STREAMS`] readers, each reading its own part of the probe file sequentially
+/// with buffered `read()` calls of [`STREAM_READ_KIB`], so that the kernel's readahead forms the requests, as it
+/// does for the suite's background readers. Measured at the device (its `stat` counters), because the O_DIRECT
+/// probes cannot show what these requests get: a user buffer is made of 4 KiB pages, so an O_DIRECT request holds
+/// at most `max_segments` of them (128 x 4 KiB = 512 KiB on a loop device), while page-cache requests are built
+/// from large folios and reach `max_sectors_kb`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamProbe {
+    /// Readers.
+    pub streams: u32,
+    /// Length, s.
+    pub secs: f64,
+    /// Read requests the device completed.
+    pub device_ios: u64,
+    /// Bytes the device read, per second (MB/s, 10^6 bytes).
+    pub device_mb_s: f64,
+    /// Mean size of the device's read requests, KiB.
+    pub request_kib: f64,
+    /// Mean time a read request spent in the device (its `stat` read ticks over its reads), µs.
+    pub device_latency_us: f64,
+}
+
 /// The cross-check of one probe against fio.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FioCheck {
@@ -136,8 +165,14 @@ pub struct Calibration {
     pub nr_requests: u32,
     /// `queue/max_sectors_kb` in sectors.
     pub max_sectors: u32,
+    /// `queue/read_ahead_kb`, KiB (absent in calibrations recorded before it was read).
+    #[serde(default)]
+    pub read_ahead_kb: Option<u64>,
     /// The probes, in [`probe_plan`] order.
     pub probes: Vec<Probe>,
+    /// The page-cache streams probe (absent in calibrations recorded before it existed).
+    #[serde(default)]
+    pub streams: Option<StreamProbe>,
     /// The fio cross-check, if fio was available.
     pub fio: Option<FioCheck>,
     /// Load average (1 min) when the calibration started.
@@ -227,6 +262,21 @@ pub fn check(c: &Calibration) -> Result<(), CalibrationError> {
     if q32.iops < 0.5 * q1.iops {
         return Err(bad(q32, "depth 32 gave less than half the IOPS of depth 1"));
     }
+    if let Some(st) = &c.streams {
+        let bad_streams = |why: &str| {
+            CalibrationError(format!(
+                "the page-cache streams probe {why} ({} requests, {:.1} MB/s, {:.0} KiB per request): the device or \
+                 the machine misbehaved; run bfq calibrate again",
+                st.device_ios, st.device_mb_s, st.request_kib
+            ))
+        };
+        if st.device_ios == 0 || !(st.device_mb_s.is_finite() && st.device_mb_s > 0.0) {
+            return Err(bad_streams("saw no reads at the device"));
+        }
+        if st.device_mb_s > 1.0e6 || !(st.request_kib.is_finite() && st.request_kib <= f64::from(c.max_sectors)) {
+            return Err(bad_streams("gave absurd figures"));
+        }
+    }
     if let Some(f) = &c.fio {
         let r = f.ours_iops / f.fio_iops;
         if !(0.5..=2.0).contains(&r) {
@@ -260,7 +310,12 @@ pub fn fit(c: &Calibration, name: &str) -> Result<MeasuredConfig, CalibrationErr
     let write_us = vec![[4.0, w4.mean_us], [1024.0, w1m.mean_us]];
     let q32 = get(false, false, 4, 32);
     let parallelism = (q32.iops * get(false, false, 4, 1).mean_us / 1e6).clamp(1.0, 32.0);
-    let max_read_mb_s = get(false, true, 1024, 8).mb_s.max(seq1.mb_s);
+    // The read link: the best of the O_DIRECT sequential probes and the page-cache streams (whose requests are the
+    // larger ones the suite's readers send; see [`StreamProbe`]).
+    let max_read_mb_s = get(false, true, 1024, 8)
+        .mb_s
+        .max(seq1.mb_s)
+        .max(c.streams.as_ref().map_or(0.0, |s| s.device_mb_s));
     let max_write_mb_s = get(true, true, 1024, 8).mb_s.max(w1m.mb_s);
     let cfg = MeasuredConfig {
         name: name.to_string(),
@@ -274,6 +329,9 @@ pub fn fit(c: &Calibration, name: &str) -> Result<MeasuredConfig, CalibrationErr
         write_us,
         max_read_mb_s,
         max_write_mb_s,
+        read_ahead_kb: c
+            .read_ahead_kb
+            .map(|kb| kb.min(bfq_sim::device::measured::MAX_READ_AHEAD_KB)),
     };
     DeviceConfig::Measured(cfg.clone()).validate().map_err(|e| {
         CalibrationError(format!(
@@ -395,6 +453,13 @@ pub fn to_toml(c: &Calibration, cfg: &MeasuredConfig) -> String {
             p.mean_us,
             p.p50_us,
             p.p99_us
+        ));
+    }
+    if let Some(st) = &c.streams {
+        s.push_str(&format!(
+            "#   page-cache streams: {} readers, {:.1} MB/s at the device, {:.0} KiB per request, {:.0} µs mean device \
+             latency\n",
+            st.streams, st.device_mb_s, st.request_kib, st.device_latency_us
         ));
     }
     if let Some(f) = &c.fio {
@@ -520,6 +585,113 @@ fn fill(path: &Path, region: u64, progress: &mut dyn FnMut(&str)) -> Result<(), 
     f.sync_all()
         .map_err(io_err(format!("cannot sync {}", path.display())))?;
     Ok(())
+}
+
+/// A block device's read counters from its sysfs `stat`: reads completed, sectors read, milliseconds spent reading.
+fn read_counters(sys: &Path) -> Result<(u64, u64, u64), RealError> {
+    let path = sys.join("stat");
+    let text = std::fs::read_to_string(&path).map_err(io_err(format!("cannot read {}", path.display())))?;
+    let f: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    match f.as_slice() {
+        [reads, _, sectors, ticks, ..] => Ok((*reads, *sectors, *ticks)),
+        _ => Err(RealError::Invalid(format!(
+            "{} has fewer than 4 fields",
+            path.display()
+        ))),
+    }
+}
+
+/// Drops the page-cache pages of `[offset, offset+len)` of `f` (clean pages: the probe only reads).
+fn drop_pages(f: &std::fs::File, offset: u64, len: u64) {
+    // SAFETY: posix_fadvise reads only its arguments; the descriptor is open for the call's duration.
+    unsafe {
+        libc::posix_fadvise(
+            f.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        );
+    }
+}
+
+/// Runs the page-cache streams probe ([`StreamProbe`]) on `path` over `region` bytes for `secs`, counting at the
+/// device whose sysfs directory is `dev_sys`. Each reader has its own descriptor (its own readahead state) and its
+/// own part of the file; at the end of its part it drops the part's pages and starts again, so that every read
+/// comes from the device.
+fn run_stream_probe(path: &Path, region: u64, dev_sys: &Path, secs: f64) -> Result<StreamProbe, RealError> {
+    use std::os::unix::fs::FileExt;
+    let part = region / u64::from(STREAMS) / (1 << 20) * (1 << 20);
+    let bs = u64::from(STREAM_READ_KIB) * 1024;
+    if part < bs {
+        return Err(RealError::Invalid(format!(
+            "the probe region ({} MiB) is too small for {STREAMS} streams",
+            region >> 20
+        )));
+    }
+    let files = (0..STREAMS)
+        .map(|_| std::fs::File::open(path).map_err(io_err(format!("cannot open {}", path.display()))))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, f) in files.iter().enumerate() {
+        drop_pages(f, i as u64 * part, part);
+    }
+    let (r0, s0, t0_ms) = read_counters(dev_sys)?;
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(secs);
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let readers: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                scope.spawn(move || -> std::io::Result<()> {
+                    let start = i as u64 * part;
+                    let mut buf = vec![0u8; bs as usize];
+                    let mut off = 0;
+                    while Instant::now() < end {
+                        if off + bs > part {
+                            drop_pages(f, start, part);
+                            off = 0;
+                        }
+                        let n = f.read_at(&mut buf, start + off)?;
+                        if n == 0 {
+                            return Err(std::io::Error::other("unexpected end of the probe file"));
+                        }
+                        off += n as u64;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a reader panicked")))
+            })
+            .collect()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    for r in results {
+        r.map_err(io_err(format!("page-cache streams probe on {}", path.display())))?;
+    }
+    let (r1, s1, t1_ms) = read_counters(dev_sys)?;
+    let ios = r1.saturating_sub(r0);
+    let sectors = s1.saturating_sub(s0);
+    Ok(StreamProbe {
+        streams: STREAMS,
+        secs,
+        device_ios: ios,
+        device_mb_s: sectors as f64 * 512.0 / secs / 1e6,
+        request_kib: if ios == 0 {
+            0.0
+        } else {
+            sectors as f64 / 2.0 / ios as f64
+        },
+        device_latency_us: if ios == 0 {
+            0.0
+        } else {
+            t1_ms.saturating_sub(t0_ms) as f64 * 1000.0 / ios as f64
+        },
+    })
 }
 
 /// Runs one probe on `path` over `region` bytes for `secs`.
@@ -691,6 +863,13 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
         ));
         probes.push(run_probe(&t.path, t.region, *spec, opts.probe_s)?);
     }
+    progress(&format!(
+        "probe {}/{}: page-cache streams, {STREAMS} readers ({:.1} s)",
+        plan.len() + 1,
+        plan.len() + 1,
+        opts.probe_s
+    ));
+    let streams = Some(run_stream_probe(&t.path, t.region, &t.dev.sys, opts.probe_s)?);
     let spec = plan[0];
     progress(&format!("cross-check: fio {} ({:.1} s)", spec.name(), opts.probe_s));
     let fio = fio_iops(&t.path, t.region, spec, opts.probe_s)?.map(|fio_iops| FioCheck {
@@ -712,7 +891,9 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
         write_cache: read("write_cache"),
         nr_requests: read("nr_requests").parse().unwrap_or(128),
         max_sectors: read("max_sectors_kb").parse::<u32>().map(|k| k * 2).unwrap_or(256),
+        read_ahead_kb: read("read_ahead_kb").parse().ok(),
         probes,
+        streams,
         fio,
         loadavg_1m,
     })
@@ -749,6 +930,104 @@ mod tests {
             DeviceConfig::from_toml_str(&text).expect("the simulator accepts it"),
             DeviceConfig::Measured(cfg)
         );
+    }
+
+    #[test]
+    fn the_queues_readahead_window_carries_into_the_model_and_sets_the_simulated_requests() {
+        // Calibrations recorded before the window was read have none: the host default then applies.
+        let mut c = fixture();
+        assert_eq!(c.read_ahead_kb, None);
+        assert_eq!(fit(&c, "loop").expect("fits").read_ahead_kb, None);
+        // A loop device bound by `bfq loopdev create` on Linux 6.18 has read_ahead_kb = 2560 (docs/VALIDATION.md).
+        c.read_ahead_kb = Some(2560);
+        let cfg = fit(&c, "loop").expect("fits");
+        assert_eq!(cfg.read_ahead_kb, Some(2560));
+        let text = to_toml(&c, &cfg);
+        assert!(text.contains("read_ahead_kb = 2560"), "{text}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("loop.toml");
+        std::fs::write(&path, &text).expect("write");
+        let device = path.to_string_lossy().into_owned();
+        // Mean request size of one sequential reader, KiB. Its reads ramp a readahead window up to read_ahead_kb;
+        // a window larger than the largest request (max_sectors, 1280 KiB here) goes out in max_sectors pieces. So
+        // the requests grow with the window up to 1280 KiB: 2560 KiB windows give requests ten times (1280 / 128)
+        // those of 128 KiB windows (measured: 630 and 64 KiB mean). Any ratio above 5 shows the device's window in
+        // use; 1 would mean it is ignored.
+        let mean_request_kib = |read_ahead_kb: Option<u64>| {
+            let mut e = crate::experiment::Experiment::sim(
+                &device,
+                "noop",
+                crate::experiment::Work::background("1r-seq", None),
+            );
+            e.settings.duration = Some(bfq_sched::SEC);
+            e.settings.read_ahead_kb = read_ahead_kb;
+            let r = e.run().expect("runs");
+            let requests = r.extra["device_requests"];
+            r.read_mbps * 1e6 * r.extra["window_s"] / 1024.0 / requests
+        };
+        let device_window = mean_request_kib(None);
+        let default_window = mean_request_kib(Some(128));
+        assert!(
+            device_window > 5.0 * default_window && device_window <= 1280.0 + 1.0,
+            "device's 2560 KiB window: {device_window:.0} KiB per request; 128 KiB window: {default_window:.0}"
+        );
+    }
+
+    /// A calibration recorded in session 8 on a 3 GiB `bfq loopdev` device with the page-cache streams probe and
+    /// the queue's read_ahead_kb (helpers paused while it ran; docs/VALIDATION.md).
+    fn fixture_with_streams() -> Calibration {
+        serde_json::from_str(include_str!("../../tests/data/calibration-loop-streams.json")).expect("fixture parses")
+    }
+
+    #[test]
+    fn the_page_cache_streams_set_the_read_link_that_large_requests_meet() {
+        let c = fixture_with_streams();
+        let st = c.streams.clone().expect("recorded with the streams probe");
+        assert_eq!(c.read_ahead_kb, Some(2560));
+        let cfg = fit(&c, "loop").expect("fits");
+        // The O_DIRECT probes are checked as before.
+        for r in reproduce(&c, &cfg) {
+            assert!(
+                r.error().abs() <= REPRODUCE_TOLERANCE,
+                "{}: {:+.3}",
+                r.spec.name(),
+                r.error()
+            );
+        }
+        // Requests of the streams' size, two per reader in flight (a readahead window and the next one), get the
+        // rate the device gave them: the read link is set by them.
+        let probe = ProbeSpec {
+            write: false,
+            seq: true,
+            kib: st.request_kib.round() as u32,
+            depth: 2 * st.streams,
+        };
+        let dc = DeviceConfig::Measured(cfg);
+        let (_, mb) = simulate_probe(&dc, probe, 4_000);
+        assert!(
+            (mb / st.device_mb_s - 1.0).abs() <= REPRODUCE_TOLERANCE,
+            "streams: measured {:.0} MB/s, simulated {mb:.0}",
+            st.device_mb_s
+        );
+        // Without the probe the link is the O_DIRECT one: on this loop device an O_DIRECT request holds at most 128
+        // user pages (512 KiB), and those requests reach only about 1.3 GB/s, so the model would give the large
+        // page-cache requests little more than half their measured rate.
+        let mut old = c.clone();
+        old.streams = None;
+        let (_, mb_old) = simulate_probe(&DeviceConfig::Measured(fit(&old, "loop").expect("fits")), probe, 4_000);
+        assert!(mb_old < 0.7 * st.device_mb_s, "without the probe: {mb_old:.0} MB/s");
+        // A probe that saw nothing at the device is refused, naming it.
+        let mut bad = c.clone();
+        if let Some(s) = bad.streams.as_mut() {
+            s.device_ios = 0;
+        }
+        let e = check(&bad).expect_err("refused").to_string();
+        assert!(e.contains("page-cache streams probe saw no reads"), "{e}");
+        let mut bad = c;
+        if let Some(s) = bad.streams.as_mut() {
+            s.request_kib = 1.0e9;
+        }
+        assert!(check(&bad).expect_err("refused").to_string().contains("absurd"));
     }
 
     #[test]
