@@ -215,7 +215,14 @@ impl DeviceConfig {
             DeviceConfig::Ssd(c) => Box::new(SataSsd::new(c)),
             DeviceConfig::Flash(c) => Box::new(Flash::new(c)),
             DeviceConfig::Nvme(c) => Box::new(Nvme::new(c)),
-            DeviceConfig::Measured(c) => Box::new(Measured::new(c)),
+            DeviceConfig::Measured(c) => match &c.backing {
+                // `validate` refuses a backing scheduler that does not build, so the fallback is never taken for a
+                // description that was loaded.
+                Some(b) => super::Backed::new(Measured::new(c), b)
+                    .map(|d| Box::new(d) as Box<dyn Device>)
+                    .unwrap_or_else(|_| Box::new(Measured::new(c))),
+                None => Box::new(Measured::new(c)),
+            },
             DeviceConfig::Array(c) => Box::new(Array::new(c)),
         }
     }

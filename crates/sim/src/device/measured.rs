@@ -59,6 +59,11 @@ pub struct MeasuredConfig {
     /// default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_ahead_kb: Option<u64>,
+    /// For a loop device in direct-I/O mode: the disk that holds its backing file, whose own scheduler orders the
+    /// loop device's requests before they reach the measured path ([`super::Backed`]). Absent: requests reach the
+    /// measured path in the order they are dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backing: Option<super::BackingConfig>,
 }
 
 fn check_table(field: &str, t: &[[f64; 2]]) -> Result<(), DeviceError> {
@@ -99,6 +104,16 @@ impl MeasuredConfig {
         check_f("", "max_write_mb_s", self.max_write_mb_s, 0.1, 1.0e6)?;
         if let Some(kb) = self.read_ahead_kb {
             super::config::check_u("", "read_ahead_kb", kb, 0, MAX_READ_AHEAD_KB)?;
+        }
+        if let Some(b) = &self.backing {
+            super::config::check_u("backing.", "nr_requests", u64::from(b.nr_requests), 1, 1 << 20)?;
+            super::config::check_u("backing.", "queue_depth", u64::from(b.queue_depth), 1, 65_536)?;
+            // The scheduler and its tunables must build (on the loop device's own description).
+            super::Backed::new(Measured::new(self), b).map_err(|e| DeviceError::Field {
+                field: "backing.scheduler".into(),
+                value: format!("{} {:?}", b.scheduler, b.tunables),
+                reason: bfq_sched::text::one_line(&e.to_string()),
+            })?;
         }
         Ok(())
     }
@@ -235,6 +250,7 @@ mod tests {
             max_read_mb_s: 3000.0,
             max_write_mb_s: 1500.0,
             read_ahead_kb: None,
+            backing: None,
         }
     }
 
@@ -309,5 +325,21 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(e.contains("read_ahead_kb"), "{e}");
+        // The backing disk's scheduler must exist and take its tunables.
+        let backed = format!(
+            "{text}\n[backing]\nscheduler = \"mq-deadline\"\ntunables = [\"read_expire=500\"]\nnr_requests = 256\n\
+             queue_depth = 128\n"
+        );
+        let parsed = crate::device::DeviceConfig::from_toml_str(&backed).expect("parses");
+        assert_eq!(parsed.build().member_schedulers(), 1);
+        for bad in [
+            backed.replace("mq-deadline", "elevator"),
+            backed.replace("read_expire=500", "read_expiry=500"),
+        ] {
+            let e = crate::device::DeviceConfig::from_toml_str(&bad)
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains("backing.scheduler"), "{e}");
+        }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! Models: [`Hdd`] (zoned disk with seek curve, rotation, caches and NCQ), [`Raid1`] (md-like mirror pair),
 //! [`SataSsd`] (parallel units, link cap, stream-favouring internal queue), [`Flash`] (microSD / eMMC, one command at
-//! a time), [`Nvme`]. Build one from a preset name or a TOML file with [`resolve`] and [`DeviceConfig::build`];
+//! a time), [`Nvme`], [`Measured`] (tables from `bfq calibrate`; over a loop device's backing disk and its scheduler:
+//! [`Backed`]). Build one from a preset name or a TOML file with [`resolve`] and [`DeviceConfig::build`];
 //! parameters and their sources are in `docs/DEVICES.md`. For every model `next_completion` is exact: popping at
 //! the time it returns yields a tag.
 
@@ -72,6 +73,7 @@ pub trait Device: Send {
 }
 
 pub mod array;
+pub mod backed;
 pub mod config;
 pub mod flash;
 pub mod hdd;
@@ -84,6 +86,7 @@ pub mod ssd;
 pub(crate) mod testutil;
 
 pub use array::{Array, ArrayConfig};
+pub use backed::{Backed, BackingConfig};
 pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceError, HGST_AGING_LIMIT_MS};
 pub use flash::{Flash, FlashConfig};
 pub use hdd::{DecisionPoint, Hdd, HddConfig, SeekCurve};

@@ -173,6 +173,11 @@ pub struct Calibration {
     /// The page-cache streams probe (absent in calibrations recorded before it existed).
     #[serde(default)]
     pub streams: Option<StreamProbe>,
+    /// For a loop device in direct-I/O mode: the disk holding its backing file, with its scheduler, the tunables
+    /// of it that `bfq` knows (as the disk had them), its request pool and its hardware tags. Absent for other
+    /// devices and in calibrations recorded before it was read.
+    #[serde(default)]
+    pub backing: Option<bfq_sim::device::BackingConfig>,
     /// The fio cross-check, if fio was available.
     pub fio: Option<FioCheck>,
     /// Load average (1 min) when the calibration started.
@@ -332,6 +337,7 @@ pub fn fit(c: &Calibration, name: &str) -> Result<MeasuredConfig, CalibrationErr
         read_ahead_kb: c
             .read_ahead_kb
             .map(|kb| kb.min(bfq_sim::device::measured::MAX_READ_AHEAD_KB)),
+        backing: c.backing.clone(),
     };
     DeviceConfig::Measured(cfg.clone()).validate().map_err(|e| {
         CalibrationError(format!(
@@ -585,6 +591,40 @@ fn fill(path: &Path, region: u64, progress: &mut dyn FnMut(&str)) -> Result<(), 
     f.sync_all()
         .map_err(io_err(format!("cannot sync {}", path.display())))?;
     Ok(())
+}
+
+/// The disk under loop device `dev` when it runs in direct-I/O mode (`loop/dio` = 1): the device holding its
+/// `loop/backing_file`, read from sysfs. `None` for other devices, a buffered loop device (its backing file's page
+/// cache, not a disk queue, takes the requests), or a scheduler `bfq` does not have.
+fn backing_of(dev: &BlockDev) -> Option<bfq_sim::device::BackingConfig> {
+    use std::os::unix::fs::MetadataExt;
+    let read = |p: PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    if read(dev.sys.join("loop/dio"))? != "1" {
+        return None;
+    }
+    let file = read(dev.sys.join("loop/backing_file"))?;
+    let st = std::fs::metadata(&file).ok()?.dev();
+    let disk = BlockDev::from_numbers(libc::major(st), libc::minor(st)).ok()?;
+    let q = disk.queue();
+    let sched = read(q.join("scheduler"))?;
+    let active = sched.split_once('[')?.1.split_once(']')?.0.to_string();
+    let desc = bfq_sched::find(&active)?;
+    let tunables = desc
+        .tunables
+        .iter()
+        .filter_map(|t| Some(format!("{}={}", t.name, read(q.join("iosched").join(t.name))?)))
+        .collect();
+    let nr_tags: u32 = std::fs::read_dir(disk.sys.join("mq"))
+        .ok()?
+        .flatten()
+        .filter_map(|e| read(e.path().join("nr_tags"))?.parse::<u32>().ok())
+        .sum();
+    Some(bfq_sim::device::BackingConfig {
+        scheduler: active,
+        tunables,
+        nr_requests: read(q.join("nr_requests"))?.parse().ok()?,
+        queue_depth: nr_tags.max(1),
+    })
 }
 
 /// A block device's read counters from its sysfs `stat`: reads completed, sectors read, milliseconds spent reading.
@@ -894,6 +934,7 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
         read_ahead_kb: read("read_ahead_kb").parse().ok(),
         probes,
         streams,
+        backing: backing_of(&t.dev),
         fio,
         loadavg_1m,
     })
@@ -973,8 +1014,8 @@ mod tests {
         );
     }
 
-    /// A calibration recorded in session 8 on a 3 GiB `bfq loopdev` device with the page-cache streams probe and
-    /// the queue's read_ahead_kb (helpers paused while it ran; docs/VALIDATION.md).
+    /// A calibration recorded in session 8 on a 3 GiB `bfq loopdev` device with the page-cache streams probe, the
+    /// queue's read_ahead_kb and the backing disk (helpers paused while it ran; docs/VALIDATION.md).
     fn fixture_with_streams() -> Calibration {
         serde_json::from_str(include_str!("../../tests/data/calibration-loop-streams.json")).expect("fixture parses")
     }
@@ -984,7 +1025,15 @@ mod tests {
         let c = fixture_with_streams();
         let st = c.streams.clone().expect("recorded with the streams probe");
         assert_eq!(c.read_ahead_kb, Some(2560));
+        // The loop device runs in direct-I/O mode over a file on `vda`, whose scheduler is mq-deadline: the model
+        // puts an instance of it below the loop device.
+        let backing = c.backing.clone().expect("recorded with the backing disk");
+        assert_eq!(backing.scheduler, "mq-deadline");
+        assert!(backing.tunables.contains(&"read_expire=500".to_string()), "{backing:?}");
         let cfg = fit(&c, "loop").expect("fits");
+        assert_eq!(cfg.backing.as_ref(), Some(&backing));
+        assert!(to_toml(&c, &cfg).contains("[backing]"));
+        assert_eq!(DeviceConfig::Measured(cfg.clone()).build().member_schedulers(), 1);
         // The O_DIRECT probes are checked as before.
         for r in reproduce(&c, &cfg) {
             assert!(
