@@ -21,13 +21,14 @@
 //! the sweep; it does not wait in arrival order.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use bfq_sched::slab::{Slab, SlabKey};
-use bfq_sched::tags::{TagClass, TagPool};
+use bfq_sched::tags::TagPool;
 use bfq_sched::{ConfigError, DeviceInfo, Driver, FlowId, FlowInfo, Request, RequestId, Time};
 use serde::{Deserialize, Serialize};
 
+use super::lower::Lower;
 use super::measured::Measured;
 use super::{clamp_request, DevRequest, Device};
 
@@ -68,17 +69,14 @@ const LOOP_WORKER: FlowId = FlowId(0);
 pub struct Backed {
     info: DeviceInfo,
     disk: Measured,
-    driver: Driver,
-    tags: TagPool,
-    /// Requests waiting for a tag of the backing pool, per class, in arrival order.
-    waiting: [VecDeque<Request>; 3],
+    /// The backing disk's scheduler, request pool and the requests waiting for its tags.
+    q: Lower,
     /// Requests on the disk, by the disk tag (the backing request id).
     on_disk: BTreeMap<u64, Request>,
     /// The loop device's tag of each request the backing side holds.
     slots: Slab<LoopKey, u64>,
     done: super::DoneHeap,
     seq: u64,
-    out: Vec<Request>,
 }
 
 impl std::fmt::Debug for Backed {
@@ -105,42 +103,24 @@ impl Backed {
         Ok(Backed {
             info,
             disk,
-            driver,
-            tags,
-            waiting: Default::default(),
+            q: Lower::new(driver, tags),
             on_disk: BTreeMap::new(),
             slots: Slab::new(),
             done: BinaryHeap::new(),
             seq: 0,
-            out: Vec::new(),
         })
     }
 
     /// The backing disk's scheduler, for inspection.
     pub fn backing_policy(&self) -> &dyn bfq_sched::Scheduler {
-        self.driver.policy()
+        self.q.driver.policy()
     }
 
     /// Admits waiting requests and dispatches what the backing scheduler gives to the disk.
     fn pump(&mut self, now: Time) {
-        for class in TagClass::ALL {
-            while self.waiting[class.index()].front().is_some() {
-                if !self
-                    .tags
-                    .try_allocate_for(class, LOOP_WORKER, now, self.driver.policy_mut())
-                {
-                    break;
-                }
-                if let Some(rq) = self.waiting[class.index()].pop_front() {
-                    self.driver.insert(rq, now);
-                }
-            }
-        }
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        self.driver.pump(now, &mut out);
-        for rq in out.drain(..) {
-            self.disk.submit(
+        let Backed { disk, q, on_disk, .. } = self;
+        q.pump(now, |rq| {
+            disk.submit(
                 DevRequest {
                     tag: rq.id.0,
                     dir: rq.dir,
@@ -149,16 +129,15 @@ impl Backed {
                 },
                 now,
             );
-            self.on_disk.insert(rq.id.0, rq);
-        }
-        self.out = out;
+            on_disk.insert(rq.id.0, rq);
+        });
     }
 
     /// The earliest internal event: (time, is a disk completion).
     fn next_event(&self) -> Option<(Time, bool)> {
         [
             self.disk.next_completion().map(|t| (t, true)),
-            self.driver.wakeup().map(|t| (t, false)),
+            self.q.driver.wakeup().map(|t| (t, false)),
         ]
         .into_iter()
         .flatten()
@@ -181,10 +160,9 @@ impl Backed {
             let Some(rq) = self.on_disk.remove(&tag) else {
                 continue;
             };
-            self.driver.complete(&rq, t);
+            self.q.complete(&rq, t);
             // The backing scheduler may have merged several loop requests into one disk request.
             for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
-                self.tags.release(TagClass::of(rq.dir, rq.sync));
                 if let Some(tag) = self.slots.remove(loop_key(id)) {
                     self.seq += 1;
                     self.done.push(Reverse((t, self.seq, tag)));
@@ -206,16 +184,7 @@ impl Device for Backed {
         let key = self.slots.insert(rq.tag);
         // An O_DIRECT request of the loop worker: synchronous, reads and writes alike.
         let lower = Request::new(backing_id(key), LOOP_WORKER, rq.dir, true, sector, len as u32);
-        let class = TagClass::of(lower.dir, lower.sync);
-        if self.waiting[class.index()].is_empty()
-            && self
-                .tags
-                .try_allocate_for(class, LOOP_WORKER, now, self.driver.policy_mut())
-        {
-            self.driver.insert(lower, now);
-        } else {
-            self.waiting[class.index()].push_back(lower);
-        }
+        self.q.admit(lower, now);
         self.pump(now);
     }
 

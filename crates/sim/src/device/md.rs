@@ -16,13 +16,14 @@
 //!   completes and the caller asks again.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap};
 
 use bfq_sched::slab::{Slab, SlabKey};
-use bfq_sched::tags::{TagClass, TagPool};
+use bfq_sched::tags::TagPool;
 use bfq_sched::{ConfigError, DeviceInfo, Direction, Driver, FlowId, FlowInfo, Request, RequestId, Time};
 
 use super::hdd::Hdd;
+use super::lower::Lower;
 use super::raid1::Raid1Config;
 use super::{clamp_request, DevRequest, Device};
 
@@ -40,10 +41,8 @@ struct MdSlot {
 /// One member disk with its own scheduler and request pool.
 struct Member {
     disk: Hdd,
-    driver: Driver,
-    tags: TagPool,
-    /// Requests waiting for a tag of this member's pool, per class, in arrival order.
-    waiting: [VecDeque<Request>; 3],
+    /// The member's scheduler, request pool and the requests waiting for its tags.
+    q: Lower,
     /// Requests on the disk, by the disk tag (the request id).
     on_disk: BTreeMap<u64, Request>,
     /// Requests sent to this member and not completed (md's `nr_pending`).
@@ -54,7 +53,6 @@ struct Member {
     head: u64,
     /// Requests sent here: reads, writes.
     sent: [u64; 2],
-    out: Vec<Request>,
 }
 
 /// md RAID1 over two [`Hdd`]s, each with its own scheduler. Build with [`Md1::new`].
@@ -99,15 +97,12 @@ impl Md1 {
             driver.flow_started(&FlowInfo::new(FlowId(0)), 0);
             Ok(Member {
                 disk,
-                driver,
-                tags,
-                waiting: Default::default(),
+                q: Lower::new(driver, tags),
                 on_disk: BTreeMap::new(),
                 pending: 0,
                 next_seq: u64::MAX,
                 head: 0,
                 sent: [0; 2],
-                out: Vec::new(),
             })
         };
         let di = a.info();
@@ -137,7 +132,7 @@ impl Md1 {
 
     /// The scheduler of member `i` (0 or 1), for inspection.
     pub fn member_policy(&self, i: usize) -> &dyn bfq_sched::Scheduler {
-        self.members[i.min(1)].driver.policy()
+        self.members[i.min(1)].q.driver.policy()
     }
 
     /// 3.13's `read_balance` for a read starting at `sector`.
@@ -161,37 +156,15 @@ impl Md1 {
         let m = &mut self.members[i];
         m.pending += 1;
         m.sent[usize::from(rq.dir == Direction::Write)] += 1;
-        let class = TagClass::of(rq.dir, rq.sync);
-        if m.waiting[class.index()].is_empty() && m.tags.try_allocate_for(class, rq.flow, now, m.driver.policy_mut()) {
-            m.driver.insert(rq, now);
-        } else {
-            m.waiting[class.index()].push_back(rq);
-        }
+        m.q.admit(rq, now);
         self.pump(i, now);
     }
 
     /// Admits waiting requests of member `i` and dispatches what its scheduler gives to its disk.
     fn pump(&mut self, i: usize, now: Time) {
-        let m = &mut self.members[i];
-        for class in TagClass::ALL {
-            while let Some(rq) = m.waiting[class.index()].front() {
-                let flow = rq.flow;
-                let ok = m.tags.try_allocate_for(class, flow, now, m.driver.policy_mut())
-                    || (m.tags.wake_waiter(class, flow, now)
-                        && m.tags.try_allocate_for(class, flow, now, m.driver.policy_mut()));
-                if !ok {
-                    break;
-                }
-                if let Some(rq) = m.waiting[class.index()].pop_front() {
-                    m.driver.insert(rq, now);
-                }
-            }
-        }
-        let mut out = std::mem::take(&mut m.out);
-        out.clear();
-        m.driver.pump(now, &mut out);
-        for rq in out.drain(..) {
-            m.disk.submit(
+        let Member { disk, q, on_disk, .. } = &mut self.members[i];
+        q.pump(now, |rq| {
+            disk.submit(
                 DevRequest {
                     tag: rq.id.0,
                     dir: rq.dir,
@@ -200,9 +173,8 @@ impl Md1 {
                 },
                 now,
             );
-            m.on_disk.insert(rq.id.0, rq);
-        }
-        m.out = out;
+            on_disk.insert(rq.id.0, rq);
+        });
     }
 
     /// The earliest internal event at or before `now`: (time, member, is a disk event).
@@ -212,7 +184,7 @@ impl Md1 {
                 let m = &self.members[i];
                 [
                     m.disk.next_completion().map(|t| (t, i, true)),
-                    m.driver.wakeup().map(|t| (t, i, false)),
+                    m.q.driver.wakeup().map(|t| (t, i, false)),
                 ]
             })
             .flatten()
@@ -236,9 +208,8 @@ impl Md1 {
                 continue;
             };
             let m = &mut self.members[i];
-            m.driver.complete(&rq, t);
+            m.q.complete(&rq, t);
             for id in std::iter::once(rq.id).chain(rq.merged.iter().copied()) {
-                m.tags.release(TagClass::of(rq.dir, rq.sync));
                 bfq_sched::counter::dec(&mut m.pending, "md member pending");
                 let key = md_key(id);
                 let Some(slot) = self.slots.get_mut(key) else {
@@ -317,14 +288,14 @@ impl Device for Md1 {
             return; // the flusher's flow, started with the members
         }
         for m in &mut self.members {
-            m.driver.flow_started(flow, now);
+            m.q.driver.flow_started(flow, now);
         }
     }
 
     fn flow_exited(&mut self, flow: FlowId, now: Time) {
         for i in 0..2 {
-            self.members[i].driver.flow_exited(flow, now);
-            self.members[i].tags.forget(flow);
+            self.members[i].q.driver.flow_exited(flow, now);
+            self.members[i].q.tags.forget(flow);
             self.pump(i, now);
         }
     }

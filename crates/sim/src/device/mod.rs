@@ -77,6 +77,7 @@ pub mod backed;
 pub mod config;
 pub mod flash;
 pub mod hdd;
+mod lower;
 pub mod md;
 pub mod measured;
 pub mod nvme;
