@@ -134,6 +134,9 @@ fn the_slower_a_writer_prepares_its_requests_the_finer_the_files_interleave() {
     // takes 0.26 ms to prepare, far less than the LUN's 1.3 ms per request at its link's rate: batches still fill
     // the pool), 2676 in 3572 at 20 µs (2.6 ms per request, slower than the LUN).
     let (free, default, slow) = (runs_at(0), runs_at(2_000), runs_at(20_000));
-    assert!(slow.0 > default.0 && slow.0 > free.0, "runs, writes: {free:?} {default:?} {slow:?}");
+    assert!(
+        slow.0 > default.0 && slow.0 > free.0,
+        "runs, writes: {free:?} {default:?} {slow:?}"
+    );
     assert!(slow.0 >= 3 * free.0, "runs, writes: {free:?} {default:?} {slow:?}");
 }
