@@ -2,7 +2,7 @@
 //! host setting changed: the sensitivity tables of docs/DEVICES.md ("Host: 2.6.18 writeback").
 //!
 //! `cargo run --release -p bfq-suite --example iozone_host -- [io-less] [chunk_mib=N] [dirty_ratio=N]
-//! [congestion_ms=N] [submit_us=N] [threads=N] [size_mib=N] [device=NAME] [sched=A,B]`; prints KB/s per phase and scheduler, as seed 003's tables.
+//! [congestion_ms=N] [submit_us=N] [threads=N] [size_mib=N] [tunable=K=V] [device=NAME] [sched=A,B]`; prints KB/s per phase and scheduler, as seed 003's tables.
 
 use bfq_sim::host::DirtyThrottle;
 use bfq_suite::benchmarks::run_iozone_on_host;
@@ -14,6 +14,7 @@ fn main() {
     let (mut chunk_mib, mut dirty_ratio, mut congestion_ms, mut submit_us) = (None, None, None, None);
     let (mut threads, mut device) = (10u32, IOZONE_DEVICE.to_string());
     let mut size_mib: Option<u64> = None;
+    let mut tunables: Vec<String> = Vec::new();
     let mut scheds: Vec<String> = IOZONE_SEED_SCHEDULERS.iter().map(|s| s.to_string()).collect();
     for a in std::env::args().skip(1) {
         let num = |s: &str| -> f64 { s.parse().unwrap_or_else(|_| panic!("{a}: expected a number after '='")) };
@@ -26,9 +27,10 @@ fn main() {
             Some(("threads", v)) => threads = num(v) as u32,
             Some(("device", v)) => device = v.to_string(),
             Some(("size_mib", v)) => size_mib = Some(num(v) as u64),
+            Some(("tunable", v)) => tunables.push(v.to_string()),
             Some(("sched", v)) => scheds = v.split(',').map(str::to_string).collect(),
             _ => {
-                eprintln!("unknown argument {a}: use io-less, chunk_mib=N, dirty_ratio=N, congestion_ms=N, submit_us=N, threads=N, size_mib=N, device=NAME, sched=A,B");
+                eprintln!("unknown argument {a}: use io-less, chunk_mib=N, dirty_ratio=N, congestion_ms=N, submit_us=N, threads=N, size_mib=N, tunable=K=V, device=NAME, sched=A,B");
                 std::process::exit(2);
             }
         }
@@ -39,6 +41,7 @@ fn main() {
         let mut e = Experiment::sim(&device, s, Work::Iozone { threads, file_size });
         e.settings.read_ahead_kb = Some(IOZONE_READ_AHEAD_KB);
         e.settings.kernel_2_6_18 = true;
+        e.tunables = tunables.clone();
         let tweak = |h: &mut bfq_sim::HostConfig| {
             if io_less {
                 h.dirty_throttle = DirtyThrottle::Sleep;
