@@ -569,13 +569,30 @@ impl Simulation {
             self.flusher.outstanding
         );
         for (opid, o) in self.ops.iter() {
-            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(self.throttled.contains(&opid));
+            // A throttled write waits for one release: sleeping over the limit, or writing back itself.
+            let throttled = self.throttled.contains(&opid) || self.writers.iter().any(|j| j.opid == opid);
+            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(throttled);
             ensure_invariant!(
                 o.deps == expected,
                 "sim operations",
                 "operation {opid:?} of process {} waits for {} requests, but {expected} name it",
                 o.pid,
                 o.deps
+            );
+        }
+        for j in &self.writers {
+            ensure_invariant!(
+                j.inode.is_none_or(|f| self.inodes.is_locked(f))
+                    && self
+                        .writers
+                        .iter()
+                        .filter(|k| k.inode.is_some() && k.inode == j.inode)
+                        .count()
+                        <= 1,
+                "sim writer writeback",
+                "writer {} holds inode {:?}, which is unlocked or held by another writer too",
+                j.id,
+                j.inode
             );
         }
         for (what, r) in [
