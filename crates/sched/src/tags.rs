@@ -123,6 +123,13 @@ impl TagPool {
         self.legacy.as_ref().is_some_and(|l| l.pools[1].congested)
     }
 
+    /// Whether writes are congested (legacy pools: the async pool reached 7/8 of `nr_requests`, until a free brings
+    /// it below 13/16 - 1); a throttled writer of Linux before 3.2 waits for this to clear
+    /// (`blk_congestion_wait`). Never with blk-mq pools.
+    pub fn async_congested(&self) -> bool {
+        self.legacy.as_ref().is_some_and(|l| l.pools[0].congested)
+    }
+
     /// Takes a tag for a request of `class` from task `flow` at `now`, if the rules allow: [`TagPool::can_allocate`]
     /// for blk-mq pools; the 3.13 rules for legacy pools, with `must` the elevator's exemption (CFQ's
     /// `ELV_MQUEUE_MUST`, [`Scheduler::may_queue_must`]).

@@ -4,7 +4,10 @@
 
 use crate::device::Device;
 use crate::event::EventQueue;
-use crate::host::{Allocator, FileLayout, PageCache, PageState, RaState, Wbt, WbtConfig, PAGE_BYTES, PAGE_SECTORS};
+use crate::host::{
+    Allocator, DirtyThrottle, FileLayout, InodeOrder, PageCache, PageState, RaState, Wbt, WbtConfig, WriterWriteback,
+    PAGE_BYTES, PAGE_SECTORS,
+};
 use crate::metrics::Metrics;
 use bfq_sched::counter::dec;
 use bfq_sched::merge::IntMap;
@@ -46,6 +49,10 @@ pub struct HostConfig {
     /// round them to it ([`bfq_sched::tick`], [`Scheduler::set_timer_hz`]). `None` (the default): exact,
     /// high-resolution timers.
     pub timer_hz: Option<u32>,
+    /// What a buffered writer over the dirty limit does: sleep while the flusher writes back (Linux 3.2 and later,
+    /// the default), or write dirty pages back itself (before 3.2: 2.6.18's `balance_dirty_pages`). See
+    /// [`crate::host::throttle`].
+    pub dirty_throttle: DirtyThrottle,
 }
 
 impl Default for HostConfig {
@@ -62,6 +69,7 @@ impl Default for HostConfig {
             time_policy: true,
             wbt_target: None,
             timer_hz: None,
+            dirty_throttle: DirtyThrottle::Sleep,
         }
     }
 }
@@ -90,6 +98,33 @@ enum Ev {
     DropCaches,
     /// The writeback throttle's statistics window ends.
     WbtWindow,
+    /// A throttled writer's congestion wait times out ([`WriterJob::id`], wait generation).
+    WriterWake(u64, u64),
+}
+
+/// A buffered write whose process is inside `balance_dirty_pages` writing dirty pages back itself
+/// ([`DirtyThrottle::WriteBack`]).
+#[derive(Debug)]
+struct WriterJob {
+    id: u64,
+    /// The write operation, completed when the writer leaves.
+    opid: OpKey,
+    flow: FlowId,
+    /// `balance_dirty_pages` calls still to make for this write (one per `check_every_pages` it dirtied).
+    calls_left: u64,
+    /// Pages written back by the current call, over all its passes (`pages_written`).
+    written: u64,
+    /// Inside a writeback pass (`writeback_inodes`): when it began, and pages it may still write (`nr_to_write`).
+    pass: Option<(Time, u64)>,
+    /// The inode it holds.
+    inode: Option<u32>,
+    /// Its last request, waiting for a request (tag) to be free: the writer sleeps in `get_request_wait`.
+    blocked: Option<ReqKey>,
+    /// Sleeping in `blk_congestion_wait`, with this wait's generation.
+    sleeping: Option<u64>,
+    /// Busy on the CPU preparing its last request ([`WriterWriteback::submit_ns_per_page`]), with this wait's
+    /// generation.
+    busy: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +270,12 @@ pub struct Simulation {
     ra: IntMap<u64, RaState>,
     flusher: Flusher,
     throttled: Vec<OpKey>,
+    /// Throttled writers writing back themselves ([`DirtyThrottle::WriteBack`]), in the order they entered.
+    writers: Vec<WriterJob>,
+    /// Id of the next [`WriterJob`], and of the next congestion wait.
+    writer_ids: u64,
+    /// The inode order of the writers' writeback.
+    inodes: InodeOrder,
     /// Writeback throttling, if enabled ([`HostConfig::wbt_target`]).
     wbt: Option<Wbt>,
     /// When the request on each device tag was dispatched, ns (indexed by tag).
@@ -283,6 +324,9 @@ impl Simulation {
             ra: IntMap::default(),
             flusher: Flusher::default(),
             throttled: Vec::new(),
+            writers: Vec::new(),
+            writer_ids: 0,
+            inodes: InodeOrder::default(),
             wbt: host
                 .wbt_target
                 .map(|min_lat| Wbt::new(WbtConfig { min_lat, queue_depth })),
@@ -525,13 +569,30 @@ impl Simulation {
             self.flusher.outstanding
         );
         for (opid, o) in self.ops.iter() {
-            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(self.throttled.contains(&opid));
+            // A throttled write waits for one release: sleeping over the limit, or writing back itself.
+            let throttled = self.throttled.contains(&opid) || self.writers.iter().any(|j| j.opid == opid);
+            let expected = waits.get(&opid).copied().unwrap_or(0) + u32::from(throttled);
             ensure_invariant!(
                 o.deps == expected,
                 "sim operations",
                 "operation {opid:?} of process {} waits for {} requests, but {expected} name it",
                 o.pid,
                 o.deps
+            );
+        }
+        for j in &self.writers {
+            ensure_invariant!(
+                j.inode.is_none_or(|f| self.inodes.is_locked(f))
+                    && self
+                        .writers
+                        .iter()
+                        .filter(|k| k.inode.is_some() && k.inode == j.inode)
+                        .count()
+                        <= 1,
+                "sim writer writeback",
+                "writer {} holds inode {:?}, which is unlocked or held by another writer too",
+                j.id,
+                j.inode
             );
         }
         for (what, r) in [
@@ -598,6 +659,18 @@ impl Simulation {
                 // Scaling up wakes a blocked flusher.
                 self.flush();
                 self.pump();
+            }
+            Ev::WriterWake(id, wait) => {
+                if let Some(j) = self
+                    .writers
+                    .iter_mut()
+                    .find(|j| j.id == id && (j.sleeping == Some(wait) || j.busy == Some(wait)))
+                {
+                    j.sleeping = None;
+                    j.busy = None;
+                    self.run_writers();
+                    self.pump();
+                }
             }
         }
     }
@@ -753,7 +826,30 @@ impl Simulation {
                 if self.cache.dirty_pages() > self.dirty_background_pages() {
                     self.flush();
                 }
-                if self.cache.dirty_pages() + self.cache.writeback_pages() > self.dirty_limit_pages() {
+                if let (DirtyThrottle::WriteBack(wb), true) = (self.host.dirty_throttle, self.over_dirty_limit()) {
+                    // Before 3.2 the writer over the limit writes dirty pages back itself (`crate::host::throttle`).
+                    let opid = self.ops.insert(OpState {
+                        pid,
+                        tag,
+                        deps: 1,
+                        bytes: len,
+                        copy: true,
+                    });
+                    self.writer_ids += 1;
+                    self.writers.push(WriterJob {
+                        id: self.writer_ids,
+                        opid,
+                        flow,
+                        calls_left: (p1 - p0).div_ceil(wb.check_every_pages.max(1)).max(1),
+                        written: 0,
+                        pass: None,
+                        inode: None,
+                        blocked: None,
+                        sleeping: None,
+                        busy: None,
+                    });
+                    self.run_writers();
+                } else if self.over_dirty_limit() {
                     // Above the dirty limit (dirty plus under writeback, as the kernel counts) every buffered write blocks until writeback brings it back down.
                     let opid = self.ops.insert(OpState {
                         pid,
@@ -977,22 +1073,48 @@ impl Simulation {
     fn submit(&mut self, id: ReqKey) {
         let Some(r) = self.reqs.get(id) else { return };
         let (class, flow) = (r.tag_class(), r.flow);
-        if self.tags.is_legacy() {
-            // The legacy block layer tries to merge a bio into a queued request before it allocates one
-            // (`blk_queue_bio`: `elv_merge` then `get_request`): a merged bio takes no request.
-            let rq = self.policy_request(id);
-            if rq.as_ref().is_some_and(|rq| self.driver.policy().would_merge(rq)) {
-                if let Some(r) = self.reqs.get_mut(id) {
-                    r.tagless = true;
-                }
-                self.insert(id);
-                return;
-            }
+        if self.merge_tagless(id) {
+            return;
         }
         if self.tag_wait[class.index()].is_empty() && self.try_allocate(class, flow) {
             self.insert(id);
         } else {
             self.tag_wait[class.index()].push_back(id);
+        }
+    }
+
+    /// Legacy pools: the block layer tries to merge a bio into a queued request before it allocates one
+    /// (`blk_queue_bio`: `elv_merge` then `get_request`): a merged bio takes no request. Returns whether `id` was
+    /// merged (and inserted).
+    fn merge_tagless(&mut self, id: ReqKey) -> bool {
+        if !self.tags.is_legacy() {
+            return false;
+        }
+        let rq = self.policy_request(id);
+        if rq.as_ref().is_some_and(|rq| self.driver.policy().would_merge(rq)) {
+            if let Some(r) = self.reqs.get_mut(id) {
+                r.tagless = true;
+            }
+            self.insert(id);
+            return true;
+        }
+        false
+    }
+
+    /// Submits `id` as the task itself does in `get_request`: it takes a request if the pool's rules allow now
+    /// (a woken batcher may, whoever else waits), and otherwise waits for one. Returns whether it waits.
+    fn submit_as_task(&mut self, id: ReqKey) -> bool {
+        let Some(r) = self.reqs.get(id) else { return false };
+        let (class, flow) = (r.tag_class(), r.flow);
+        if self.merge_tagless(id) {
+            return false;
+        }
+        if self.try_allocate(class, flow) {
+            self.insert(id);
+            false
+        } else {
+            self.tag_wait[class.index()].push_back(id);
+            true
         }
     }
 
@@ -1037,6 +1159,8 @@ impl Simulation {
                 self.insert(id);
             }
         }
+        // Writers whose request was admitted go on with their writeback.
+        self.run_writers();
     }
 
     fn pump(&mut self) {
@@ -1128,6 +1252,13 @@ impl Simulation {
                     }
                 }
                 self.release_throttled();
+                if !self.tags.async_congested() {
+                    // A freed request that ends the queue's write congestion wakes every task in
+                    // `blk_congestion_wait` (`clear_queue_congested`).
+                    for j in &mut self.writers {
+                        j.sleeping = None;
+                    }
+                }
             }
             ReqKind::Direct => {}
         }
@@ -1179,6 +1310,28 @@ impl Simulation {
             };
             taken += n;
             from = start + n;
+            self.writeback_run(file, start, n, flow, sync, false);
+        }
+        if flow == FLUSHER_FLOW && !sync {
+            self.flusher.cursor_page = from;
+        }
+        taken
+    }
+
+    /// Creates and submits the writeback requests of `file`'s pages `[start, start+n)`, already taken from the
+    /// dirty set; with `as_task` the submitting task takes requests itself ([`Simulation::submit_as_task`]).
+    /// Returns the last request left waiting for a tag, if any.
+    fn writeback_run(
+        &mut self,
+        file: u32,
+        start: u64,
+        n: u64,
+        flow: FlowId,
+        sync: bool,
+        as_task: bool,
+    ) -> Option<ReqKey> {
+        let mut waiting = None;
+        {
             self.map_chunks(file, start * PAGE_SECTORS, n * PAGE_SECTORS);
             let chunks = std::mem::take(&mut self.chunks);
             for &(fsec, sector, len) in &chunks {
@@ -1206,14 +1359,141 @@ impl Simulation {
                         self.events.push(end, Ev::WbtWindow);
                     }
                 }
-                self.submit(id);
+                if as_task {
+                    if self.submit_as_task(id) {
+                        waiting = Some(id);
+                    }
+                } else {
+                    self.submit(id);
+                }
             }
             self.chunks = chunks;
         }
-        if flow == FLUSHER_FLOW && !sync {
-            self.flusher.cursor_page = from;
+        waiting
+    }
+
+    fn over_dirty_limit(&self) -> bool {
+        self.cache.dirty_pages() + self.cache.writeback_pages() > self.dirty_limit_pages()
+    }
+
+    /// Advances every throttled writer that can go on ([`DirtyThrottle::WriteBack`]); the ones that leave
+    /// `balance_dirty_pages` complete their write.
+    fn run_writers(&mut self) {
+        let mut i = 0;
+        while i < self.writers.len() {
+            if self.step_writer(i) {
+                let j = self.writers.remove(i);
+                if let Some(f) = j.inode {
+                    self.inodes.unlock(f, &self.cache, self.now);
+                }
+                if let Some(o) = self.ops.get_mut(j.opid) {
+                    o.deps = 0;
+                }
+                self.finish_op_if_ready(j.opid);
+            } else {
+                i += 1;
+            }
         }
-        taken
+    }
+
+    /// Runs writer `i` until it must sleep (for a request or in a congestion wait); returns true when it leaves
+    /// `balance_dirty_pages`. The rules are 2.6.18's (`crate::host::throttle`).
+    fn step_writer(&mut self, i: usize) -> bool {
+        let DirtyThrottle::WriteBack(cfg) = self.host.dirty_throttle else {
+            return true;
+        };
+        let max_req_pages = (u64::from(self.info.max_sectors) / PAGE_SECTORS).max(1);
+        loop {
+            let now = self.now;
+            let j = &mut self.writers[i];
+            if j.sleeping.is_some() || j.busy.is_some() {
+                return false;
+            }
+            if let Some(id) = j.blocked {
+                if self.tag_wait[TagClass::Async.index()].contains(&id) {
+                    return false;
+                }
+                j.blocked = None;
+            }
+            let Some((started, left)) = j.pass else {
+                // The top of `balance_dirty_pages`' loop: leave under the limit, else a writeback pass (if anything
+                // is dirty) or a congestion wait.
+                if !self.over_dirty_limit() {
+                    return true;
+                }
+                if self.cache.dirty_pages() > 0 {
+                    self.writers[i].pass = Some((now, cfg.chunk_pages));
+                } else {
+                    self.writer_sleep(i, cfg);
+                }
+                continue;
+            };
+            if left > 0 {
+                // `writeback_inodes`: the held inode while it has dirty pages, else the next one in order.
+                let file = match j.inode {
+                    Some(f) if self.cache.has_dirty(f) => Some(f),
+                    held => {
+                        if let Some(f) = held {
+                            self.inodes.unlock(f, &self.cache, now);
+                        }
+                        let next = self.inodes.pick(&self.cache, started);
+                        if let Some(f) = next {
+                            self.inodes.lock(f);
+                        }
+                        self.writers[i].inode = next;
+                        next
+                    }
+                };
+                if let Some(f) = file {
+                    let from = self.inodes.next_page(f);
+                    if let Some((start, n)) = self.cache.take_dirty_run(f, from, max_req_pages.min(left)) {
+                        self.inodes.set_next_page(f, start + n);
+                        let flow = self.writers[i].flow;
+                        let waiting = self.writeback_run(f, start, n, flow, false, true);
+                        let j = &mut self.writers[i];
+                        j.pass = Some((started, left - n));
+                        j.written += n;
+                        j.blocked = waiting;
+                        // The pages of a request cost CPU time before the writer can go on.
+                        let busy = n * cfg.submit_ns_per_page;
+                        if busy > 0 {
+                            self.writer_ids += 1;
+                            let (wait, j) = (self.writer_ids, &mut self.writers[i]);
+                            j.busy = Some(wait);
+                            self.events.push(now + busy, Ev::WriterWake(j.id, wait));
+                        }
+                        continue;
+                    }
+                }
+            }
+            // The pass is over (its pages written, or no inode left to take).
+            let j = &mut self.writers[i];
+            j.pass = None;
+            if let Some(f) = j.inode.take() {
+                self.inodes.unlock(f, &self.cache, now);
+            }
+            let over = self.over_dirty_limit();
+            let j = &mut self.writers[i];
+            if !over || j.written >= cfg.chunk_pages {
+                // Under the limit, or "done our duty": this call returns; the write makes its next one.
+                j.calls_left = j.calls_left.saturating_sub(1);
+                j.written = 0;
+                if j.calls_left == 0 || !over {
+                    return true;
+                }
+                continue;
+            }
+            self.writer_sleep(i, cfg);
+        }
+    }
+
+    /// Writer `i` waits for the queue to leave write congestion, at most `cfg.congestion_wait`.
+    fn writer_sleep(&mut self, i: usize, cfg: WriterWriteback) {
+        self.writer_ids += 1;
+        let (wait, j) = (self.writer_ids, &mut self.writers[i]);
+        j.sleeping = Some(wait);
+        self.events
+            .push(self.now + cfg.congestion_wait, Ev::WriterWake(j.id, wait));
     }
 
     /// Background and periodic writeback by the flusher thread, as async writes. The kernel's flusher blocks when

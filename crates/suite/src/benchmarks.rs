@@ -122,8 +122,31 @@ pub const IOZONE_SEED_FILE_BYTES: u64 = 24 << 30;
 /// With `time_policy` the wall-clock CPU time spent inside the policy is measured and reported per request in
 /// [`RunResult::sched_cpu_ns_per_request`] (iozone's `-+u` CPU cost column); that figure is not reproducible.
 pub fn run_iozone(exp: &Experiment, device: &str, threads: u32, file_size: u64) -> Result<RunResult, ScenarioError> {
+    run_iozone_on_host(exp, device, threads, file_size, &|_| {})
+}
+
+/// [`run_iozone`] with `tweak` applied to the simulated host's settings first (sensitivity studies of host
+/// parameters, e.g. the 2.6.18 writeback chunk: `crates/suite/examples/iozone_host.rs`).
+pub fn run_iozone_on_host(
+    exp: &Experiment,
+    device: &str,
+    threads: u32,
+    file_size: u64,
+    tweak: &dyn Fn(&mut HostConfig),
+) -> Result<RunResult, ScenarioError> {
     let time_policy = exp.settings.time_policy;
-    let (mut sim, dev_name) = simulation(exp, device, time_policy)?;
+    let cfg = crate::scenario::device_config(exp, device)?;
+    let (dev, policy, wbt_target) = crate::scenario::sim_stack(exp, &cfg)?;
+    let mut host = HostConfig {
+        time_policy,
+        wbt_target,
+        ..crate::scenario::host_config(exp)
+    };
+    tweak(&mut host);
+    let (mut sim, dev_name) = (
+        Simulation::new(dev, policy, host, exp.settings.seed),
+        cfg.name().to_string(),
+    );
     let (files, procs) = iozone_threads(threads, 0, file_size, 512 << 10);
     let capacity = sim.device_info().capacity_sectors as f64 * 512.0;
     for (i, f) in files.iter().enumerate() {

@@ -166,11 +166,15 @@ pub struct Settings {
     /// Simulator: the host's largest readahead window (`read_ahead_kb`), KiB; `None` for the default (128 KiB).
     /// Recorded as `read_ahead_kb=<n>` (seed 003's tables ran with a 16 MiB window).
     pub read_ahead_kb: Option<u64>,
+    /// Simulator: the host runs 2.6.18's writeback, seed 003's kernel (RHEL 5's 2.6.18): a writer over the dirty
+    /// limit writes dirty pages back itself (before 3.2's I/O-less throttling), `dirty_ratio` is 40 %, and there is
+    /// no blk-wbt ([`crate::scenario::linux_2_6_18_writeback`]). Recorded as `kernel=2.6.18`.
+    pub kernel_2_6_18: bool,
 }
 
 impl Settings {
     /// The scenario settings that differ from the defaults, as `key=value` labels for
-    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`, `read_ahead_kb=<n>`.
+    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`, `read_ahead_kb=<n>`, `kernel=2.6.18`.
     pub fn scenario_labels(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(hz) = self.timer_hz {
@@ -181,6 +185,9 @@ impl Settings {
         }
         if let Some(kb) = self.read_ahead_kb {
             out.push(format!("read_ahead_kb={kb}"));
+        }
+        if self.kernel_2_6_18 {
+            out.push("kernel=2.6.18".to_string());
         }
         out
     }
@@ -202,6 +209,7 @@ impl Default for Settings {
             timer_hz: None,
             device_reordering: true,
             read_ahead_kb: None,
+            kernel_2_6_18: false,
         }
     }
 }

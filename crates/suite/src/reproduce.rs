@@ -197,6 +197,7 @@ pub fn plan(quick: bool, reps: u32, seed: u64) -> Plan {
             };
             let mut j = job(IOZONE_DEVICE, s, work, seed, 0);
             j.settings.read_ahead_kb = Some(IOZONE_READ_AHEAD_KB);
+            j.settings.kernel_2_6_18 = true;
             jobs.push(j);
         }
     }
@@ -265,7 +266,7 @@ pub fn seed_host_hz(device: &str) -> Option<u32> {
 }
 
 /// Whether `r` ran in the scenario the seeds measured its device in (its host's tick, the device's own
-/// reordering, seed 003's readahead window): the runs every claim is judged on. The others are the comparisons some claims make (exact timers
+/// reordering, seed 003's readahead window and 2.6.18 writeback): the runs every claim is judged on. The others are the comparisons some claims make (exact timers
 /// on the 1.8-inch HDD, the SSD without reordering).
 pub fn is_reference_run(r: &RunResult) -> bool {
     let mut want: Vec<String> = seed_host_hz(&r.device)
@@ -274,6 +275,7 @@ pub fn is_reference_run(r: &RunResult) -> bool {
         .collect();
     if r.benchmark == Benchmark::Iozone && r.device == IOZONE_DEVICE {
         want.push(format!("read_ahead_kb={IOZONE_READ_AHEAD_KB}"));
+        want.push("kernel=2.6.18".to_string());
     }
     r.scenario == want
 }

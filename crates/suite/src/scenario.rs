@@ -96,10 +96,14 @@ pub(crate) fn sim_stack(exp: &Experiment, cfg: &bfq_sim::device::DeviceConfig) -
         Some(name) => (dev, bfq_sched::build::<&str>(name, &info, &[])?, None),
         None => {
             let policy = bfq_sched::build(&exp.scheduler, &info, &exp.tunables)?;
-            let wbt = exp
-                .settings
-                .era
-                .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info);
+            // 2.6.18 had no writeback throttling (blk-wbt came with 4.10) unless a target is asked for.
+            let wbt = if exp.settings.kernel_2_6_18 && exp.settings.wbt_lat_us.is_none() {
+                None
+            } else {
+                exp.settings
+                    .era
+                    .wbt_target_or(exp.settings.wbt_lat_us, &exp.scheduler, &info)
+            };
             (dev, policy, wbt)
         }
     })
@@ -290,7 +294,7 @@ impl Testbed for SimBed {
 /// `read_ahead_kb` for that device), else the default.
 pub(crate) fn host_config(exp: &Experiment, device: &bfq_sim::device::DeviceConfig) -> HostConfig {
     let default = HostConfig::default();
-    HostConfig {
+    let host = HostConfig {
         time_policy: exp.settings.time_policy,
         timer_hz: exp.settings.timer_hz,
         read_ahead_kb: exp
@@ -299,6 +303,30 @@ pub(crate) fn host_config(exp: &Experiment, device: &bfq_sim::device::DeviceConf
             .or(device.read_ahead_kb())
             .unwrap_or(default.read_ahead_kb),
         ..default
+    };
+    if exp.settings.kernel_2_6_18 {
+        linux_2_6_18_writeback(host)
+    } else {
+        host
+    }
+}
+
+/// CPUs of seed 003's host (an IBM x3650 with "4 CPUs"), for 2.6.18's writeback chunk.
+pub const SEED_003_CPUS: u64 = 4;
+
+/// `host` with 2.6.18's writeback (seed 003's RHEL 5 kernel, [`crate::experiment::Settings::kernel_2_6_18`]):
+/// throttled writers write dirty pages back themselves in chunks of `sync_writeback_pages()` (6 MiB here,
+/// [`bfq_sim::host::WriterWriteback::linux_2_6_18`]), and the dirty limit is 2.6.18's `vm_dirty_ratio` default of
+/// 40 % (the background ratio, 10 %, is the same as today's). docs/DEVICES.md, "Host: 2.6.18 writeback".
+pub fn linux_2_6_18_writeback(host: HostConfig) -> HostConfig {
+    HostConfig {
+        dirty_ratio: 40,
+        dirty_background_ratio: 10,
+        dirty_throttle: bfq_sim::host::DirtyThrottle::WriteBack(bfq_sim::host::WriterWriteback::linux_2_6_18(
+            host.memory_bytes,
+            SEED_003_CPUS,
+        )),
+        ..host
     }
 }
 
