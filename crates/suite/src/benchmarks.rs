@@ -140,7 +140,7 @@ pub fn run_iozone_on_host(
     let mut host = HostConfig {
         time_policy,
         wbt_target,
-        ..crate::scenario::host_config(exp)
+        ..crate::scenario::host_config(exp, &cfg)
     };
     tweak(&mut host);
     let (mut sim, dev_name) = (
