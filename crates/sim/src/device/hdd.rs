@@ -356,8 +356,8 @@ pub struct Hdd {
     lru_clock: u64,
     done: super::DoneHeap,
     seq: u64,
-    /// [`Device::next_completion`]'s answer, kept until the next `&mut self` call of the trait (`submit`,
-    /// `pop_completion`) clears it. The answer is a function of the state alone, which only those calls change;
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` at or after that time,
+    /// clears it. The answer is a function of the state alone, which only those calls change;
     /// computing it can mean planning every queued command ([`Hdd::pick`] during a destage), and an array asks each
     /// member for it on every step.
     next_memo: Cell<Option<Option<Time>>>,
@@ -927,6 +927,12 @@ impl Device for Hdd {
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        // Before the next event nothing is due and `advance` would change nothing that matters: it processes each
+        // event at the event's own time, and the only other way in, `submit`, advances first. So the call can
+        // return at once, and the memo stays true.
+        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+            return None;
+        }
         self.next_memo.set(None);
         self.advance(now);
         super::pop_due(&mut self.done, now)

@@ -25,6 +25,7 @@
 //! reader's request waits behind stream continuations up to `stream_max_wait_us` each time (the BFQ results page:
 //! "the device prefetches requests, and, among internally-queued requests, privileges sequential ones").
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use bfq_sched::{DeviceInfo, Direction, Time};
@@ -322,6 +323,10 @@ pub struct SataSsd {
     lru_clock: u64,
     queue: Vec<Queued>,
     done: VecDeque<(Time, u64)>,
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` at or after that time,
+    /// clears it: a function of the state alone, which only those calls change, and with nothing completed yet
+    /// computing it means choosing and evaluating the next command.
+    next_memo: Cell<Option<Option<Time>>>,
 }
 
 impl SataSsd {
@@ -355,6 +360,7 @@ impl SataSsd {
             lru_clock: 0,
             queue: Vec::with_capacity(qd as usize + 1),
             done: VecDeque::with_capacity(qd as usize + 1),
+            next_memo: Cell::new(None),
         }
     }
 
@@ -504,6 +510,7 @@ impl Device for SataSsd {
     }
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
+        self.next_memo.set(None);
         self.advance(now);
         let (sector, sectors) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         self.queue.push(Queued {
@@ -517,6 +524,37 @@ impl Device for SataSsd {
     }
 
     fn next_completion(&self) -> Option<Time> {
+        if let Some(next) = self.next_memo.get() {
+            return next;
+        }
+        let next = self.compute_next_completion();
+        self.next_memo.set(Some(next));
+        next
+    }
+
+    fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        // Before the next completion nothing is due. `advance` might take queued commands whose start time has
+        // come, but it takes each at a time computed from the state (not from `now`), in order, and the queue
+        // changes only in `submit`, which advances first: taking them at a later call gives the same commands at
+        // the same times. So the call can return at once, and the memo stays true.
+        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+            return None;
+        }
+        self.next_memo.set(None);
+        self.advance(now);
+        match self.done.front() {
+            Some(&(t, tag)) if t <= now => {
+                self.done.pop_front();
+                Some(tag)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl SataSsd {
+    /// The earliest completion ([`Device::next_completion`] without its memo).
+    fn compute_next_completion(&self) -> Option<Time> {
         // Completions leave the link in the order commands were taken, so the oldest taken completes first.
         if let Some(&(t, _)) = self.done.front() {
             return Some(t);
@@ -528,17 +566,6 @@ impl Device for SataSsd {
             Direction::Read => self.eval_read(q, t).completion,
             Direction::Write => self.pipe.write_plan(t, q.sectors).0,
         })
-    }
-
-    fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        self.advance(now);
-        match self.done.front() {
-            Some(&(t, tag)) if t <= now => {
-                self.done.pop_front();
-                Some(tag)
-            }
-            _ => None,
-        }
     }
 }
 
