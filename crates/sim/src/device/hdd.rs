@@ -356,7 +356,7 @@ pub struct Hdd {
     lru_clock: u64,
     done: super::DoneHeap,
     seq: u64,
-    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` at or after that time,
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` that advances the drive,
     /// clears it. The answer is a function of the state alone, which only those calls change;
     /// computing it can mean planning every queued command ([`Hdd::pick`] during a destage), and an array asks each
     /// member for it on every step.
@@ -927,10 +927,9 @@ impl Device for Hdd {
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        // Before the next event nothing is due and `advance` would change nothing that matters: it processes each
-        // event at the event's own time, and the only other way in, `submit`, advances first. So the call can
-        // return at once, and the memo stays true.
-        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+        // Before the drive's next event nothing is due and `advance` would do nothing: return at once, keeping the
+        // memo (the state is unchanged).
+        if self.wake_time().is_none_or(|t| t > now) {
             return None;
         }
         self.next_memo.set(None);
@@ -940,6 +939,20 @@ impl Device for Hdd {
 }
 
 impl Hdd {
+    /// The earliest time at which `advance` or `pop_completion` would change anything: a finished command, the end
+    /// of the operation in service, or a pending destage of an idle drive (what `advance` and `pop_due` test).
+    fn wake_time(&self) -> Option<Time> {
+        let done = self.done.peek().map(|Reverse((t, _, _))| *t);
+        let own = match &self.in_service {
+            Some(is) => Some(is.end),
+            None => self.destage_at,
+        };
+        match (done, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The earliest time the drive must be advanced: a finished command, the end of the command in service, or a
     /// pending destage ([`Device::next_completion`] without its memo).
     fn compute_next_completion(&self) -> Option<Time> {

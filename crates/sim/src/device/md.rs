@@ -316,7 +316,8 @@ impl Device for Md1 {
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        // Before the next completion or member event, `advance` would process nothing and nothing is due.
+        // Before the next completion or member event (the memo, when present, is that time), `advance` would
+        // process nothing and nothing is due: return at once, keeping the memo (the state is unchanged).
         if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
             return None;
         }

@@ -323,8 +323,8 @@ pub struct SataSsd {
     lru_clock: u64,
     queue: Vec<Queued>,
     done: VecDeque<(Time, u64)>,
-    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` at or after that time,
-    /// clears it: a function of the state alone, which only those calls change, and with nothing completed yet
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` that advances the
+    /// controller, clears it: a function of the state alone, which only those calls change, and with nothing completed yet
     /// computing it means choosing and evaluating the next command.
     next_memo: Cell<Option<Option<Time>>>,
 }
@@ -533,11 +533,9 @@ impl Device for SataSsd {
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        // Before the next completion nothing is due. `advance` might take queued commands whose start time has
-        // come, but it takes each at a time computed from the state (not from `now`), in order, and the queue
-        // changes only in `submit`, which advances first: taking them at a later call gives the same commands at
-        // the same times. So the call can return at once, and the memo stays true.
-        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+        // Before the first completion and before the controller may take the first queued command, nothing is due
+        // and `advance` would take nothing: return at once, keeping the memo (the state is unchanged).
+        if self.wake_time().is_none_or(|t| t > now) {
             return None;
         }
         self.next_memo.set(None);
@@ -553,6 +551,17 @@ impl Device for SataSsd {
 }
 
 impl SataSsd {
+    /// The earliest time at which `advance` or `pop_completion` would change anything: the first completion, or
+    /// the time the controller may take the first queued command (what `advance`'s loop tests).
+    fn wake_time(&self) -> Option<Time> {
+        let done = self.done.front().map(|&(t, _)| t);
+        let take = self.queue.first().map(|q| self.ctrl_ready().max(q.arrival));
+        match (done, take) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// The earliest completion ([`Device::next_completion`] without its memo).
     fn compute_next_completion(&self) -> Option<Time> {
         // Completions leave the link in the order commands were taken, so the oldest taken completes first.
