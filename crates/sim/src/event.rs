@@ -14,7 +14,8 @@ use std::collections::BinaryHeap;
 
 /// Most events kept in the sorted-vector form. Estimate: with 48-byte entries an insertion at the front moves at
 /// most 3 KiB, about the work of a heap's push and pop at that size; below it the vector wins because insertions
-/// land near the end (measured: docs/PERFORMANCE.md, "Session 8").
+/// land near the end (measured: docs/PERFORMANCE.md, "Session 8"). No result depends on it: both forms give the
+/// same order.
 pub const SMALL_MAX: usize = 64;
 
 /// A time-ordered queue of events of type `E`.
