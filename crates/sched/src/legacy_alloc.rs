@@ -116,7 +116,8 @@ impl LegacyAlloc {
         if count + 1 >= congestion_on(nr) {
             self.pools[p].congested = true;
         }
-        if self.is_batching(flow, now) {
+        // Still batching: `flow`'s entry is unchanged since `batching` was read, or was just (re)set to a full batch.
+        if batching || becomes_batcher {
             if let Some(b) = self.batches.get_mut(&flow) {
                 b.left = b.left.saturating_sub(1);
             }

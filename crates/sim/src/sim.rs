@@ -435,14 +435,10 @@ impl Simulation {
 
     fn run_while(&mut self, limit: Time, keep_going: impl Fn(&Simulation) -> bool) {
         while keep_going(self) {
-            let next = [
-                self.device.next_completion(),
-                self.driver.wakeup(),
+            let next = earliest(
+                earliest(self.device.next_completion(), self.driver.wakeup()),
                 self.events.peek_time(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            );
             let Some(next) = next else {
                 self.now = self.now.max(limit);
                 break;
@@ -1574,6 +1570,15 @@ impl Simulation {
             return false;
         };
         (0..self.cache.files()).any(|f| self.cache.dirtied_at(f).is_some_and(|d| d <= t))
+    }
+}
+
+/// The earlier of two optional times (`None` when both are).
+#[inline]
+fn earliest(a: Option<Time>, b: Option<Time>) -> Option<Time> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -1,6 +1,8 @@
 //! Where `bfq reproduce` spends its time: runs the reproduce matrix one simulation after the other on this thread and
 //! prints each job's CPU time (the thread's own, so a neighbour's load changes it little), the jobs grouped by
-//! device and benchmark, and the most expensive jobs.
+//! device and benchmark, the time 2 and 4 worker threads would take with these costs (in plan order, as
+//! `bfq reproduce` hands jobs out, and longest first), the number of jobs that repeat another exactly, and the most
+//! expensive jobs.
 //!
 //! ```sh
 //! cargo run --release -p bfq-suite --example reproduce_costs -- [--quick] [--reps N] [--top N]
@@ -84,9 +86,46 @@ fn main() {
         );
     }
     println!();
+    // How well the jobs spread over worker threads: the pool hands out jobs in plan order, each to the first thread
+    // that is free (`suite::run_all`). The same list schedule with the measured costs, beside the bound no order
+    // can beat (the larger of the total over the threads and the longest job) and longest first.
+    let in_plan_order: Vec<f64> = {
+        let mut v = vec![0.0; p.jobs.len()];
+        for &(cpu, i) in &costs {
+            v[i] = cpu;
+        }
+        v
+    };
+    let longest = in_plan_order.iter().copied().fold(0.0, f64::max);
+    let mut sorted = in_plan_order.clone();
+    sorted.sort_by(|a, b| b.total_cmp(a));
+    for threads in [2usize, 4] {
+        println!(
+            "{threads} threads: {:.2} s in plan order, {:.2} s longest first, bound {:.2} s",
+            makespan(&in_plan_order, threads),
+            makespan(&sorted, threads),
+            (total / threads as f64).max(longest)
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    let repeated = p.jobs.iter().filter(|j| !seen.insert(format!("{j:?}"))).count();
+    println!("{repeated} jobs repeat an earlier job of the plan exactly");
+    println!();
     costs.sort_by(|a, b| b.0.total_cmp(&a.0));
     println!("The {top} most expensive jobs (CPU s, job index, job):");
     for &(cpu, i) in costs.iter().take(top) {
         println!("{cpu:>8.3}  {i:>5}  {}", label(&p.jobs[i]));
     }
+}
+
+/// The time `threads` workers take for jobs of these costs, each job going in order to the first free worker.
+fn makespan(costs: &[f64], threads: usize) -> f64 {
+    let mut free_at = vec![0.0f64; threads.max(1)];
+    for &c in costs {
+        let w = (0..free_at.len())
+            .min_by(|&a, &b| free_at[a].total_cmp(&free_at[b]))
+            .unwrap_or(0);
+        free_at[w] += c;
+    }
+    free_at.into_iter().fold(0.0, f64::max)
 }

@@ -30,6 +30,7 @@
 //!   preemptive. A command arriving at an idle drive pays `command_overhead_us`; queued commands' overhead overlaps
 //!   the previous command.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -355,6 +356,11 @@ pub struct Hdd {
     lru_clock: u64,
     done: super::DoneHeap,
     seq: u64,
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` that advances the drive,
+    /// clears it. The answer is a function of the state alone, which only those calls change;
+    /// computing it can mean planning every queued command ([`Hdd::pick`] during a destage), and an array asks each
+    /// member for it on every step.
+    next_memo: Cell<Option<Option<Time>>>,
 }
 
 /// Sectors per track of each zone, outer to inner, so that a track passes in one revolution plus one head switch
@@ -458,12 +464,14 @@ impl Hdd {
             lru_clock: 0,
             done: BinaryHeap::with_capacity(queue_depth as usize + 1),
             seq: 0,
+            next_memo: Cell::new(None),
         }
     }
 
     /// The same disk with its platter at `phase_ns` into a revolution at time 0 (instead of 0).
     pub fn with_phase(mut self, phase_ns: Time) -> Hdd {
         self.phase = phase_ns % self.rev;
+        self.next_memo.set(None);
         self
     }
 
@@ -875,6 +883,7 @@ impl Device for Hdd {
     }
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
+        self.next_memo.set(None);
         self.advance(now);
         self.host_active_at = now;
         let (sector, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
@@ -909,6 +918,44 @@ impl Device for Hdd {
     }
 
     fn next_completion(&self) -> Option<Time> {
+        if let Some(next) = self.next_memo.get() {
+            return next;
+        }
+        let next = self.compute_next_completion();
+        self.next_memo.set(Some(next));
+        next
+    }
+
+    fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        // Before the drive's next event nothing is due and `advance` would do nothing: return at once, keeping the
+        // memo (the state is unchanged).
+        if self.wake_time().is_none_or(|t| t > now) {
+            return None;
+        }
+        self.next_memo.set(None);
+        self.advance(now);
+        super::pop_due(&mut self.done, now)
+    }
+}
+
+impl Hdd {
+    /// The earliest time at which `advance` or `pop_completion` would change anything: a finished command, the end
+    /// of the operation in service, or a pending destage of an idle drive (what `advance` and `pop_due` test).
+    fn wake_time(&self) -> Option<Time> {
+        let done = self.done.peek().map(|Reverse((t, _, _))| *t);
+        let own = match &self.in_service {
+            Some(is) => Some(is.end),
+            None => self.destage_at,
+        };
+        match (done, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest time the drive must be advanced: a finished command, the end of the command in service, or a
+    /// pending destage ([`Device::next_completion`] without its memo).
+    fn compute_next_completion(&self) -> Option<Time> {
         let cached = self.done.peek().map(|Reverse((t, _, _))| *t);
         let head = match &self.in_service {
             Some(is) if is.host.is_some() => Some(is.end),
@@ -923,11 +970,6 @@ impl Device for Hdd {
             None
         };
         [cached, head, destage].into_iter().flatten().min()
-    }
-
-    fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        self.advance(now);
-        super::pop_due(&mut self.done, now)
     }
 }
 

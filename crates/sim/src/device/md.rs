@@ -15,6 +15,7 @@
 //! - A member scheduler that idles (`WaitUntil`) makes the device report that time as its next event; at it nothing
 //!   completes and the caller asks again.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -62,6 +63,9 @@ pub struct Md1 {
     slots: Slab<MdKey, MdSlot>,
     done: super::DoneHeap,
     seq: u64,
+    /// [`Device::next_completion`]'s answer, kept until a `&mut self` call of the trait that can change the state
+    /// clears it (a function of the state alone: the members' disks and drivers and the finished requests).
+    next_memo: Cell<Option<Option<Time>>>,
 }
 
 impl std::fmt::Debug for Md1 {
@@ -122,6 +126,7 @@ impl Md1 {
             slots: Slab::new(),
             done: BinaryHeap::new(),
             seq: 0,
+            next_memo: Cell::new(None),
         })
     }
 
@@ -179,16 +184,18 @@ impl Md1 {
 
     /// The earliest internal event at or before `now`: (time, member, is a disk event).
     fn next_event(&self) -> Option<(Time, usize, bool)> {
-        (0..2)
-            .flat_map(|i| {
-                let m = &self.members[i];
-                [
-                    m.disk.next_completion().map(|t| (t, i, true)),
-                    m.q.driver.wakeup().map(|t| (t, i, false)),
-                ]
-            })
-            .flatten()
-            .min_by_key(|&(t, i, disk)| (t, i, !disk))
+        // The earliest by (time, member, disk before driver), the candidates in that order.
+        let mut best: Option<(Time, usize, bool)> = None;
+        for (i, m) in self.members.iter().enumerate() {
+            for (t, disk) in [(m.disk.next_completion(), true), (m.q.driver.wakeup(), false)] {
+                if let Some(t) = t {
+                    if best.is_none_or(|(b, _, _)| t < b) {
+                        best = Some((t, i, disk));
+                    }
+                }
+            }
+        }
+        best
     }
 
     /// Processes member events up to `now`, in time order.
@@ -250,6 +257,7 @@ impl Device for Md1 {
     }
 
     fn submit_request(&mut self, tag: u64, rq: &Request, now: Time) {
+        self.next_memo.set(None);
         self.advance(now);
         let (sector, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         let halves = if rq.dir == Direction::Read { 1 } else { 2 };
@@ -270,20 +278,27 @@ impl Device for Md1 {
     }
 
     fn next_completion(&self) -> Option<Time> {
-        let done = self.done.peek().map(|Reverse((t, _, _))| *t);
-        let internal = self.next_event().map(|(t, _, _)| t);
-        match (done, internal) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        if let Some(next) = self.next_memo.get() {
+            return next;
         }
+        let next = self.compute_next_completion();
+        self.next_memo.set(Some(next));
+        next
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        // Before the next completion or member event (the memo, when present, is that time), `advance` would
+        // process nothing and nothing is due: return at once, keeping the memo (the state is unchanged).
+        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+            return None;
+        }
+        self.next_memo.set(None);
         self.advance(now);
         super::pop_due(&mut self.done, now)
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
+        self.next_memo.set(None);
         if flow.id == FlowId(0) {
             return; // the flusher's flow, started with the members
         }
@@ -293,6 +308,7 @@ impl Device for Md1 {
     }
 
     fn flow_exited(&mut self, flow: FlowId, now: Time) {
+        self.next_memo.set(None);
         for i in 0..2 {
             self.members[i].q.driver.flow_exited(flow, now);
             self.members[i].q.tags.forget(flow);
@@ -302,5 +318,17 @@ impl Device for Md1 {
 
     fn member_schedulers(&self) -> u32 {
         2
+    }
+}
+
+impl Md1 {
+    /// The earliest finished request or member event ([`Device::next_completion`] without its memo).
+    fn compute_next_completion(&self) -> Option<Time> {
+        let done = self.done.peek().map(|Reverse((t, _, _))| *t);
+        let internal = self.next_event().map(|(t, _, _)| t);
+        match (done, internal) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

@@ -25,6 +25,7 @@
 //! reader's request waits behind stream continuations up to `stream_max_wait_us` each time (the BFQ results page:
 //! "the device prefetches requests, and, among internally-queued requests, privileges sequential ones").
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use bfq_sched::{DeviceInfo, Direction, Time};
@@ -322,6 +323,10 @@ pub struct SataSsd {
     lru_clock: u64,
     queue: Vec<Queued>,
     done: VecDeque<(Time, u64)>,
+    /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` that advances the
+    /// controller, clears it: a function of the state alone, which only those calls change, and with nothing completed yet
+    /// computing it means choosing and evaluating the next command.
+    next_memo: Cell<Option<Option<Time>>>,
 }
 
 impl SataSsd {
@@ -355,6 +360,7 @@ impl SataSsd {
             lru_clock: 0,
             queue: Vec::with_capacity(qd as usize + 1),
             done: VecDeque::with_capacity(qd as usize + 1),
+            next_memo: Cell::new(None),
         }
     }
 
@@ -504,6 +510,7 @@ impl Device for SataSsd {
     }
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
+        self.next_memo.set(None);
         self.advance(now);
         let (sector, sectors) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         self.queue.push(Queued {
@@ -517,6 +524,46 @@ impl Device for SataSsd {
     }
 
     fn next_completion(&self) -> Option<Time> {
+        if let Some(next) = self.next_memo.get() {
+            return next;
+        }
+        let next = self.compute_next_completion();
+        self.next_memo.set(Some(next));
+        next
+    }
+
+    fn pop_completion(&mut self, now: Time) -> Option<u64> {
+        // Before the first completion and before the controller may take the first queued command, nothing is due
+        // and `advance` would take nothing: return at once, keeping the memo (the state is unchanged).
+        if self.wake_time().is_none_or(|t| t > now) {
+            return None;
+        }
+        self.next_memo.set(None);
+        self.advance(now);
+        match self.done.front() {
+            Some(&(t, tag)) if t <= now => {
+                self.done.pop_front();
+                Some(tag)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl SataSsd {
+    /// The earliest time at which `advance` or `pop_completion` would change anything: the first completion, or
+    /// the time the controller may take the first queued command (what `advance`'s loop tests).
+    fn wake_time(&self) -> Option<Time> {
+        let done = self.done.front().map(|&(t, _)| t);
+        let take = self.queue.first().map(|q| self.ctrl_ready().max(q.arrival));
+        match (done, take) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The earliest completion ([`Device::next_completion`] without its memo).
+    fn compute_next_completion(&self) -> Option<Time> {
         // Completions leave the link in the order commands were taken, so the oldest taken completes first.
         if let Some(&(t, _)) = self.done.front() {
             return Some(t);
@@ -528,17 +575,6 @@ impl Device for SataSsd {
             Direction::Read => self.eval_read(q, t).completion,
             Direction::Write => self.pipe.write_plan(t, q.sectors).0,
         })
-    }
-
-    fn pop_completion(&mut self, now: Time) -> Option<u64> {
-        self.advance(now);
-        match self.done.front() {
-            Some(&(t, tag)) if t <= now => {
-                self.done.pop_front();
-                Some(tag)
-            }
-            _ => None,
-        }
     }
 }
 
