@@ -66,6 +66,17 @@ pub trait Scheduler: Send {
         Ok(())
     }
 
+    /// Whether [`Scheduler::dispatch`] may answer differently with time alone, without a timer the policy asked for
+    /// (`WaitUntil`), and without an insert, a completion or a flow event in between. The driver asks a policy that
+    /// says no only when one of those happened or its `WaitUntil` time came ([`crate::Driver::pump`]), as the
+    /// kernel runs a queue on inserts, completions and timers; a policy that says yes is asked on every pump. The
+    /// default is no. CFQ says yes: its async dispatch depth grows with the time since the last delayed sync
+    /// request and it holds with requests on the device, and whether its results rely on being asked between events
+    /// more often than the kernel asks is an open question (docs/PERFORMANCE.md, session 8).
+    fn answers_change_with_time(&self) -> bool {
+        false
+    }
+
     /// The host kernel ticks `hz` times per second ([`crate::tick`]). A policy whose kernel armed its timers in
     /// jiffies (3.13's CFQ, BFQ v7r2) rounds them to the tick from now on and takes its jiffy-valued defaults at
     /// this HZ; the default (every policy on high-resolution timers, or without timers) ignores it. Called once,
