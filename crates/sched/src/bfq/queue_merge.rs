@@ -517,9 +517,29 @@ mod tests {
         b.groups[0].pos.clear();
         b.set_wr_coeff(c, 30);
         b.set_wr_coeff(a, 3000);
+        // A second process still uses `a`, so it outlives the merge and its coefficient can be read.
+        b.qm(a).refs = 2;
         b.merge_queues(FlowId(1), a, c, 0);
         assert_eq!(b.flows[&1].sync_q, Some(c));
         assert_eq!(b.q(c).wr.coeff, 30);
+        assert!(b.is_live(a));
+        assert_eq!(b.q(a).wr.coeff, 1, "the source's raising ended");
+    }
+
+    // A flow in a shared queue gets its own queue back only once that queue is marked for splitting: before, its
+    // next request still goes to the shared queue.
+    #[test]
+    fn a_flow_leaves_a_shared_queue_only_once_it_is_marked_for_splitting() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.clear();
+        b.merge_queues(FlowId(1), a, c, 0);
+        b.maybe_split(FlowId(1), 5 * MS);
+        assert_eq!(b.flows[&1].sync_q, Some(c), "not marked: stays");
+        b.qm(c).merge.split_coop = true;
+        b.maybe_split(FlowId(1), 6 * MS);
+        assert_ne!(b.flows[&1].sync_q, Some(c), "marked: split");
         checked(&b);
     }
 }
