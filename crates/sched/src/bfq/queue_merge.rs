@@ -542,4 +542,18 @@ mod tests {
         assert_ne!(b.flows[&1].sync_q, Some(c), "marked: split");
         checked(&b);
     }
+
+    // Among several queues within CLOSE_THR, the one whose next request is closest is the cooperator, whichever
+    // side of the request it lies on: queues at 500 and 1000, a request at 600 finds the one at 500 (100 sectors
+    // away, against 400) and one at 900 the one at 1000.
+    #[test]
+    fn the_closest_queue_is_the_cooperator() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let near = filed_at(&mut b, 2, 500);
+        let far = filed_at(&mut b, 3, 1000);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 600), Some(near));
+        assert_eq!(b.find_cooperator(a, 900), Some(far));
+    }
 }
