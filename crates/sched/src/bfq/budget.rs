@@ -238,11 +238,13 @@ mod tests {
         let mut b = Budgets::new(0);
         b.autotune(9333, 125 * MS);
         assert_eq!(b.max, 17_801);
-        let mut n = 0;
-        while b.max_budget() == DEFAULT_MAX_BUDGET {
-            b.assigned_one();
-            n += 1;
-        }
+        // Bounded, so that a broken counter fails the test instead of hanging it.
+        let n = (1..=50)
+            .find(|_| {
+                b.assigned_one();
+                b.max_budget() != DEFAULT_MAX_BUDGET
+            })
+            .unwrap_or(0);
         assert_eq!(n, 11);
         assert_eq!(b.max_budget(), 17_801);
     }
@@ -273,5 +275,101 @@ mod tests {
         // The older rule: nothing beyond the service once the timeout has passed.
         assert_eq!(time_charge_within_timeout(130 * MS, 125 * MS, 16384, 9000), 9000);
         assert_eq!(time_charge_within_timeout(62_500_000, 125 * MS, 16384, 100), 8192);
+    }
+
+    // The autotuned cap (kernel: `bfq_stats_min_budgets` assignments, then `min(max_budget, bfq_max_budget)`):
+    // once 11 budgets have been assigned and the maximum is tuned down to 4000 sectors, a queue that exhausted a
+    // 3000-sector budget gets 4000, not 12 000; before the 11th assignment, or with a user maximum, the cap does not
+    // apply (the default maximum 16 384 caps the growth instead).
+    #[test]
+    fn the_autotuned_maximum_caps_the_feedback_once_tuned() {
+        let mut b = Budgets::new(0);
+        b.max = 4000;
+        assert_eq!(
+            b.recalc(3000, Expiration::BudgetExhausted, true, false, 3000, false),
+            12_000,
+            "not yet tuned: capped by the default 16 384"
+        );
+        for _ in 0..11 {
+            b.assigned_one();
+        }
+        assert_eq!(
+            b.recalc(3000, Expiration::BudgetExhausted, true, false, 3000, false),
+            4000
+        );
+        assert_eq!(
+            b.recalc(3000, Expiration::NoMoreRequests, true, false, 5000, false),
+            4000
+        );
+        let mut u = Budgets::new(4000);
+        for _ in 0..11 {
+            u.assigned_one();
+        }
+        assert_eq!(
+            u.recalc(1500, Expiration::BudgetExhausted, true, false, 1500, false),
+            4000
+        );
+        assert_eq!(
+            u.recalc(3000, Expiration::NoMoreRequests, true, false, 5000, false),
+            5000,
+            "a user maximum does not cap the demand"
+        );
+    }
+
+    // Slowness boundaries (the kernel's `bfq_bfqq_is_slow`): a slot of exactly 1 ms is long enough to be timed
+    // (charged its own length), one of exactly 20 ms is still judged by seekiness, and past 20 ms a queue that
+    // received exactly half of the maximum budget is not slow (slow is strictly less than half).
+    #[test]
+    fn slowness_boundaries_at_1_ms_20_ms_and_half_the_maximum() {
+        assert_eq!(is_slow(MS, true, 0, 16384, true, 8 * MS), (true, MS), "1 ms is timed");
+        assert_eq!(
+            is_slow(MS - 1, false, 0, 16384, true, 8 * MS),
+            (false, 8 * MS),
+            "under 1 ms: one seek"
+        );
+        assert_eq!(
+            is_slow(20 * MS, false, 0, 16384, true, 8 * MS),
+            (false, 20 * MS),
+            "20 ms: seekiness"
+        );
+        assert!(
+            is_slow(20 * MS + 1, false, 0, 16384, true, 8 * MS).0,
+            "past 20 ms: service"
+        );
+        assert!(
+            !is_slow(50 * MS, true, 8192, 16384, true, 8 * MS).0,
+            "half the maximum is not slow"
+        );
+        assert!(is_slow(50 * MS, false, 8191, 16384, true, 8 * MS).0);
+    }
+
+    // The older charge rule applies the time charge only strictly inside (0, timeout): a slot of exactly the
+    // timeout (125 ms) is charged its service, as is an empty interval; one nanosecond less is charged in
+    // proportion to the time (just under the whole 16 384).
+    #[test]
+    fn the_older_time_charge_stops_at_the_timeout() {
+        assert_eq!(time_charge_within_timeout(125 * MS, 125 * MS, 16384, 9000), 9000);
+        assert_eq!(time_charge_within_timeout(0, 125 * MS, 16384, 9000), 9000);
+        assert_eq!(time_charge_within_timeout(125 * MS - 1, 125 * MS, 16384, 9000), 16383);
+        assert_eq!(
+            time_charge_within_timeout(MS, 125 * MS, 16384, 9),
+            131,
+            "16384 x 1/125, above the service"
+        );
+    }
+
+    // A new queue starts with 2/3 of the device maximum (10 922 of 16 384), and the minimum budget is 1/32 of the
+    // maximum (512), also after autotuning (17 801 / 32 = 556).
+    #[test]
+    fn a_new_queue_gets_two_thirds_and_the_minimum_is_a_thirty_second() {
+        let mut b = Budgets::new(0);
+        assert_eq!(b.new_queue_max(), 10_922);
+        assert_eq!(b.min_budget(), 512);
+        b.autotune(9333, 125 * MS);
+        for _ in 0..11 {
+            b.assigned_one();
+        }
+        assert_eq!(b.min_budget(), 556);
+        assert_eq!(b.new_queue_max(), 11_867);
     }
 }

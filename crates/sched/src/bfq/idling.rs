@@ -25,7 +25,7 @@ pub const HW_QUEUE_THRESHOLD: u32 = 3;
 /// v7r2's `BFQ_HW_QUEUE_THRESHOLD`: 4 requests.
 pub const V7_HW_QUEUE_THRESHOLD: u32 = 4;
 
-/// NCQ samples needed for a verdict (`BFQ_HW_QUEUE_SAMPLES`).
+/// NCQ samples counted before a verdict (`BFQ_HW_QUEUE_SAMPLES`): the verdict comes with the next one.
 pub const HW_QUEUE_SAMPLES: u32 = 32;
 
 /// While idling, an arriving request smaller than this (sectors) keeps the queue waiting for more, when idling
@@ -88,7 +88,8 @@ pub struct HwTag {
 impl HwTag {
     /// Takes a sample at a completion. `in_driver` and `queued` are device-wide; `in_service_small` is true when
     /// the in-service queue has a short think time and fewer than 3 requests, so the device could not have been
-    /// filled anyway and the sample proves nothing.
+    /// filled anyway and the sample proves nothing. A sample needs more than [`HW_QUEUE_THRESHOLD`] requests in
+    /// the driver or queued; the verdict comes with the sample after [`HW_QUEUE_SAMPLES`] counted ones.
     pub fn sample(&mut self, in_driver: u32, queued: u32, in_service_small: bool) {
         self.max_in_driver = self.max_in_driver.max(in_driver);
         if self.hw_tag == Some(true) {
@@ -100,8 +101,10 @@ impl HwTag {
         if in_service_small && in_driver < HW_QUEUE_THRESHOLD {
             return;
         }
+        // The kernel counts with a post-increment (`hw_tag_samples++ < BFQ_HW_QUEUE_SAMPLES`): 32 samples are
+        // counted, and the 33rd gives the verdict.
         self.samples += 1;
-        if self.samples < HW_QUEUE_SAMPLES {
+        if self.samples <= HW_QUEUE_SAMPLES {
             return;
         }
         self.hw_tag = Some(self.max_in_driver > HW_QUEUE_THRESHOLD);
@@ -291,8 +294,9 @@ mod tests {
         assert!(totally_seeky(u32::MAX));
     }
 
-    // NCQ: 32 samples with more than 3 requests in the driver give hw_tag; samples with too few requests are
-    // ignored; a device that never holds more than 3 is found not to queue.
+    // NCQ (the kernel's `bfq_update_hw_tag`): a sample needs more than 3 requests in the driver or queued (3 is
+    // not enough); 32 samples are counted and the 33rd gives the verdict (`hw_tag_samples++ < 32`); the device
+    // queues if it ever held more than 3 requests in the driver (4 is queueing, 3 is not).
     #[test]
     fn hw_tag_detection() {
         let mut h = HwTag::default();
@@ -300,18 +304,133 @@ mod tests {
             h.sample(2, 1, false);
         }
         assert_eq!(h.hw_tag, None, "too little load: no samples");
-        for _ in 0..31 {
-            h.sample(8, 4, false);
-        }
-        assert_eq!(h.hw_tag, None);
-        h.sample(8, 4, false);
-        assert_eq!(h.hw_tag, Some(true));
-        let mut n = HwTag::default();
         for _ in 0..32 {
+            h.sample(4, 4, false);
+        }
+        assert_eq!(h.hw_tag, None, "32 samples are counted before a verdict");
+        h.sample(4, 4, false);
+        assert_eq!(h.hw_tag, Some(true), "the 33rd gives it");
+        let mut n = HwTag::default();
+        for _ in 0..33 {
+            n.sample(3, 10, false);
+        }
+        assert_eq!(n.hw_tag, Some(false), "never more than 3 in the driver");
+        assert!(!n.nonrot_with_queueing(false) && HwTag::default().nonrot_with_queueing(false));
+        assert!(!n.queueing() && HwTag::default().queueing());
+        // A "no" is judged again from scratch (33 more samples), a "yes" is final.
+        n.sample(8, 0, false);
+        assert_eq!(n.hw_tag, Some(false), "one sample after a verdict decides nothing");
+        for _ in 0..32 {
+            n.sample(8, 0, false);
+        }
+        assert_eq!(n.hw_tag, Some(true));
+        for _ in 0..100 {
             n.sample(1, 10, false);
         }
-        assert_eq!(n.hw_tag, Some(false));
-        assert!(!n.nonrot_with_queueing(false) && HwTag::default().nonrot_with_queueing(false));
+        assert_eq!(n.hw_tag, Some(true));
+    }
+
+    // v7r2's NCQ detection (`bfq_update_hw_tag` of 2014): a sample needs at least 4 requests in the driver or
+    // queued (3 is not enough), 32 are counted and the 33rd gives the verdict, and the device queues if it ever
+    // held more than 4 in the driver (5 is queueing, 4 is not).
+    #[test]
+    fn v7r2_hw_tag_detection() {
+        let mut h = HwTag::default();
+        for _ in 0..100 {
+            h.sample_v7(2, 1);
+        }
+        assert_eq!(h.hw_tag, None, "3 requests: no sample");
+        for _ in 0..32 {
+            h.sample_v7(4, 0);
+        }
+        assert_eq!(h.hw_tag, None, "32 samples are counted before a verdict");
+        h.sample_v7(4, 0);
+        assert_eq!(
+            h.hw_tag,
+            Some(false),
+            "the 33rd gives it: 4 in the driver is not queueing"
+        );
+        h.sample_v7(5, 0);
+        assert_eq!(h.hw_tag, Some(false), "one sample after a verdict decides nothing");
+        for _ in 0..32 {
+            h.sample_v7(5, 0);
+        }
+        assert_eq!(h.hw_tag, Some(true), "5 in the driver is");
+        for _ in 0..100 {
+            h.sample_v7(1, 10);
+        }
+        assert_eq!(h.hw_tag, Some(true), "a yes is final");
+    }
+
+    // Think-time samples are capped at twice slice_idle (16 ms for 8 ms), so a process that once thought for
+    // seconds regains a short think time after a few quick returns: the filter keeps 7/8 of the old mean per
+    // sample, so from about 16 ms the mean falls below 8 ms after ln 2 / ln(8/7) = 5.2 samples, i.e. at the
+    // 6th return (still above 8 ms after 3). A cap at slice_idle would make it short again at the first.
+    #[test]
+    fn a_long_thinker_needs_six_quick_returns_to_be_short_again() {
+        let mut t = ThinkTime::default();
+        for _ in 0..20 {
+            t.update(10_000 * MS, 8 * MS);
+        }
+        assert!(!t.short(false, 8 * MS), "mean {}", t.mean);
+        for _ in 0..3 {
+            t.update(0, 8 * MS);
+        }
+        assert!(!t.short(false, 8 * MS), "after 3 quick returns, mean {}", t.mean);
+        for _ in 0..3 {
+            t.update(0, 8 * MS);
+        }
+        assert!(t.short(false, 8 * MS), "after 6, mean {}", t.mean);
+    }
+
+    // The think time is short up to the limit included (the kernel's test is `ttime_mean > limit`): a process
+    // that always comes back after 4 ms has a filtered mean a little above 4 ms (the sample count settles at 249
+    // of 256, so about 4.1 ms); a limit equal to that mean still finds it short, one nanosecond less does not.
+    #[test]
+    fn a_think_time_equal_to_the_limit_is_short() {
+        let mut t = ThinkTime::default();
+        for _ in 0..10 {
+            t.update(4 * MS, 8 * MS);
+        }
+        assert!(
+            t.valid() && t.mean >= 4 * MS && t.mean < 4 * MS + MS / 5,
+            "mean {}",
+            t.mean
+        );
+        assert!(t.short(false, t.mean));
+        assert!(!t.short(false, t.mean - 1));
+    }
+
+    // v7r2's timer: 3 x slice_idle for a raised queue (whether seeky or not), at most 2 ms for a non-raised seeky
+    // queue that had a long slot, else slice_idle.
+    #[test]
+    fn v7r2_timer_lengths() {
+        assert_eq!(idle_slice_v7(8 * MS, false, true), 24 * MS);
+        assert_eq!(idle_slice_v7(8 * MS, true, true), 24 * MS);
+        assert_eq!(idle_slice_v7(8 * MS, true, false), 2 * MS);
+        assert_eq!(idle_slice_v7(MS, true, false), MS);
+        assert_eq!(idle_slice_v7(8 * MS, false, false), 8 * MS);
+    }
+
+    // While the in-service queue has a short think time and fewer than 3 requests, a sample with fewer than 3
+    // requests in the driver proves nothing (BFQ itself kept the device from filling) and is not counted; with 3
+    // in the driver it is.
+    #[test]
+    fn a_small_in_service_queue_does_not_prove_the_device_does_not_queue() {
+        let mut h = HwTag::default();
+        for _ in 0..100 {
+            h.sample(2, 10, true);
+        }
+        assert_eq!(h.hw_tag, None, "not counted");
+        for _ in 0..100 {
+            h.sample(2, 10, false);
+        }
+        assert_eq!(h.hw_tag, Some(false), "counted when the in-service queue is not small");
+        let mut m = HwTag::default();
+        for _ in 0..33 {
+            m.sample(3, 10, true);
+        }
+        assert_eq!(m.hw_tag, Some(false), "3 in the driver is a sample even then");
     }
 
     // On a queueing SSD with equal weights and no raised queue nothing justifies idling, even for a sequential,
@@ -352,6 +471,79 @@ mod tests {
         assert!(!better_to_idle(&s));
         s.strict = true;
         assert!(better_to_idle(&s), "strict_guarantees always idles");
+    }
+
+    // Idling for service guarantees on a queueing SSD, where it never boosts throughput (the kernel's
+    // `idling_needed_for_service_guarantees`): a raised queue idles while some busy queue is not raised, or, when
+    // all are raised, while the device holds at least 4 requests more than the queue's own (other queues' requests
+    // would otherwise steal its bandwidth); a queue alone (one busy queue) idles so that its next request finds the
+    // device free; none of this for a queue whose process has gone.
+    #[test]
+    fn idling_for_guarantees_on_a_queueing_ssd() {
+        let mut f = facts();
+        f.rotational = false;
+        f.hw_tag = true;
+        f.raised = true;
+        f.wr_busy = 2;
+        f.busy = 3;
+        assert!(better_to_idle(&f), "a non-raised queue is busy");
+        f.busy = 2;
+        f.dispatched = 1;
+        f.in_driver = 4;
+        assert!(
+            !better_to_idle(&f),
+            "all busy queues raised, 3 others' requests in the device"
+        );
+        f.in_driver = 5;
+        assert!(better_to_idle(&f), "4 others' requests in the device");
+        f.raised = false;
+        f.wr_busy = 0;
+        assert!(!better_to_idle(&f), "not raised, symmetric, two busy queues");
+        f.busy = 1;
+        assert!(better_to_idle(&f), "the only busy queue");
+        f.has_refs = false;
+        f.strict = true;
+        assert!(
+            !better_to_idle(&f),
+            "no process left: never, not even with strict guarantees"
+        );
+    }
+
+    // Idling boosts throughput (the kernel's `idling_boosts_thr`) on a rotational device without NCQ whatever the
+    // queue does, and otherwise, unless on a queueing SSD, only for a sequential, I/O-bound queue with a short
+    // think time: a seeky queue, one that is not I/O bound, or one that thinks long gets no idling for throughput
+    // on an HDD with NCQ or on an SSD without it (with two busy queues nothing else asks for idling).
+    #[test]
+    fn idling_boosts_throughput_only_for_sequential_io_bound_queues_once_the_device_queues() {
+        for (rotational, hw_tag) in [(true, true), (false, false)] {
+            let mut f = facts();
+            f.rotational = rotational;
+            f.hw_tag = hw_tag;
+            assert!(
+                boosts_throughput(&f) && better_to_idle(&f),
+                "sequential, I/O bound, short think time"
+            );
+            for spoil in 0..3 {
+                let mut g = f;
+                match spoil {
+                    0 => g.seeky = true,
+                    1 => g.io_bound = false,
+                    _ => g.short_ttime = false,
+                }
+                assert!(
+                    !boosts_throughput(&g) && !better_to_idle(&g),
+                    "rot {rotational} ncq {hw_tag} case {spoil}"
+                );
+            }
+        }
+        let mut hdd = facts();
+        hdd.seeky = true;
+        hdd.io_bound = false;
+        hdd.short_ttime = false;
+        assert!(boosts_throughput(&hdd), "HDD without NCQ: always");
+        let mut idle = facts();
+        idle.idle_class = true;
+        assert!(!better_to_idle(&idle), "never for the IDLE class");
     }
 
     // Timer lengths: seeky symmetric 2 ms; seeky asymmetric keeps slice_idle; raised at least 20 ms.

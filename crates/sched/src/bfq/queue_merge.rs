@@ -135,8 +135,8 @@ impl Bfq {
             c.saved = Some(saved);
             c.sync_q = Some(to);
         }
-        // The shared queue inherits a stronger raising.
-        if from_wr.coeff > self.q(to).wr.coeff {
+        // A non-raised shared queue inherits the source's raising (`bfq_merge_bfqqs`: only when it has none).
+        if self.q(to).wr.coeff == 1 && from_wr.coeff > 1 {
             self.set_wr_coeff(to, from_wr.coeff);
             let w = &mut self.qm(to).wr;
             w.kind = from_wr.kind;
@@ -447,7 +447,8 @@ mod tests {
     }
 
     // Early merging is off on a non-rotational device that queues commands; on a disk a queue is merged only
-    // within 100 ms of its first dispatch, once it has received service.
+    // within 100 ms of its first dispatch (the kernel's `bfq_merge_time_limit`, written out here so that a wrong
+    // constant fails), and only once it has received service in its backlogged period (before that, never late).
     #[test]
     fn merging_is_off_on_queueing_flash_and_late_in_a_backlog() {
         let ssd = bfq(&DeviceInfo::ssd(), &[]);
@@ -457,7 +458,102 @@ mod tests {
         let a = filed_at(&mut b, 1, 0);
         b.qm(a).merge.first_io_time = Some(0);
         b.qm(a).wr.service_from_backlogged = 8;
-        assert!(!b.too_late_for_merging(a, MERGE_TIME_LIMIT));
-        assert!(b.too_late_for_merging(a, MERGE_TIME_LIMIT + 1));
+        assert!(!b.too_late_for_merging(a, 100 * MS));
+        assert!(b.too_late_for_merging(a, 100 * MS + 1));
+        b.qm(a).wr.service_from_backlogged = 0;
+        assert!(
+            !b.too_late_for_merging(a, 1000 * MS),
+            "no service yet in this backlogged period: never too late"
+        );
+    }
+
+    // Which queue a sync request goes to at insertion: flow 1's queue `a` has a close cooperator `c` (flow 2's,
+    // 64 sectors on), so the request goes to `c` and the flows share it; it stays in `a` when `a` is the queue in
+    // service, when `a` is of the IDLE class, or when early merging is off (a queueing SSD).
+    #[test]
+    fn a_request_goes_to_a_close_cooperator_unless_its_queue_is_in_service_or_idle_class() {
+        use crate::types::{Direction, RequestId};
+        let rq = Request::new(RequestId(1), FlowId(1), Direction::Read, true, 64, 8);
+        let setup = |dev: &DeviceInfo| {
+            let mut b = bfq(dev, &[]);
+            let a = filed_at(&mut b, 1, 0);
+            let c = filed_at(&mut b, 2, 64);
+            b.groups[0].pos.remove(&(0, a));
+            (b, a, c)
+        };
+        let (mut b, a, c) = setup(&DeviceInfo::hdd());
+        assert_eq!(b.maybe_merge_on_insert(FlowId(1), a, &rq, 0), c, "merged");
+        let (mut b, a, _) = setup(&DeviceInfo::hdd());
+        b.in_service = Some(a);
+        assert_eq!(b.maybe_merge_on_insert(FlowId(1), a, &rq, 0), a, "in service");
+        let (mut b, a, _) = setup(&DeviceInfo::hdd());
+        b.qm(a).class = IoClass::Idle;
+        assert_eq!(b.maybe_merge_on_insert(FlowId(1), a, &rq, 0), a, "IDLE class");
+        let (mut b, a, _) = setup(&DeviceInfo::ssd());
+        assert_eq!(b.maybe_merge_on_insert(FlowId(1), a, &rq, 0), a, "merging off");
+    }
+
+    // A queue whose process has gone (no reference left) is no cooperator: nobody would issue the next request it
+    // is close to.
+    #[test]
+    fn a_queue_without_a_process_is_no_cooperator() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 64), Some(c));
+        b.qm(c).refs = 0;
+        assert_eq!(b.find_cooperator(a, 64), None);
+    }
+
+    // The shared queue inherits the source's raising only if it has none of its own (the kernel's
+    // `bfq_merge_bfqqs`): a shared queue raised at 30 keeps 30 when a queue raised at 3000 merges into it, and the
+    // source's raising ends (it must not count twice).
+    #[test]
+    fn a_raised_shared_queue_keeps_its_own_raising_at_a_merge() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.clear();
+        b.set_wr_coeff(c, 30);
+        b.set_wr_coeff(a, 3000);
+        // A second process still uses `a`, so it outlives the merge and its coefficient can be read.
+        b.qm(a).refs = 2;
+        b.merge_queues(FlowId(1), a, c, 0);
+        assert_eq!(b.flows[&1].sync_q, Some(c));
+        assert_eq!(b.q(c).wr.coeff, 30);
+        assert!(b.is_live(a));
+        assert_eq!(b.q(a).wr.coeff, 1, "the source's raising ended");
+    }
+
+    // A flow in a shared queue gets its own queue back only once that queue is marked for splitting: before, its
+    // next request still goes to the shared queue.
+    #[test]
+    fn a_flow_leaves_a_shared_queue_only_once_it_is_marked_for_splitting() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let a = filed_at(&mut b, 1, 0);
+        let c = filed_at(&mut b, 2, 64);
+        b.groups[0].pos.clear();
+        b.merge_queues(FlowId(1), a, c, 0);
+        b.maybe_split(FlowId(1), 5 * MS);
+        assert_eq!(b.flows[&1].sync_q, Some(c), "not marked: stays");
+        b.qm(c).merge.split_coop = true;
+        b.maybe_split(FlowId(1), 6 * MS);
+        assert_ne!(b.flows[&1].sync_q, Some(c), "marked: split");
+        checked(&b);
+    }
+
+    // Among several queues within CLOSE_THR, the one whose next request is closest is the cooperator, whichever
+    // side of the request it lies on: queues at 500 and 1000, a request at 600 finds the one at 500 (100 sectors
+    // away, against 400) and one at 900 the one at 1000.
+    #[test]
+    fn the_closest_queue_is_the_cooperator() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let near = filed_at(&mut b, 2, 500);
+        let far = filed_at(&mut b, 3, 1000);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 600), Some(near));
+        assert_eq!(b.find_cooperator(a, 900), Some(far));
     }
 }

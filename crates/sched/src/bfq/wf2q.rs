@@ -670,8 +670,7 @@ impl Wf2q {
     /// The entity a lookup at level `sd` would choose at time `now`, without changing anything.
     fn peek(&self, sd: SdId, now: Time) -> Option<EntityId> {
         let sdd = self.sds.get(sd.slot())?;
-        let idle_first =
-            now > sdd.idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) && !sdd.trees[IDLE_CLASS].is_empty();
+        let idle_first = self.idle_class_due(sd, now);
         let order: [usize; 3] = if idle_first { [2, 0, 1] } else { [0, 1, 2] };
         for c in order {
             let st = &sdd.trees[c];
@@ -685,6 +684,14 @@ impl Wf2q {
             }
         }
         None
+    }
+
+    /// Whether a lookup at level `sd` at time `now` would look at the IDLE class first: that class has a
+    /// backlogged entity and has gone unserved for more than [`CLASS_IDLE_TIMEOUT`].
+    fn idle_class_due(&self, sd: SdId, now: Time) -> bool {
+        self.sds.get(sd.slot()).is_some_and(|sdd| {
+            now > sdd.idle_class_last_service.saturating_add(CLASS_IDLE_TIMEOUT) && !sdd.trees[IDLE_CLASS].is_empty()
+        })
     }
 
     /// A committed lookup at level `sd`: applies the IDLE-class 200 ms rule and, if nothing is in service at this
@@ -828,6 +835,12 @@ impl Wf2q {
         };
         let cn = &self.ents[c];
         if en.class != cn.class {
+            // While the IDLE class is due, the lookup serves it before every other class (the kernel's
+            // `bfq_lookup_next_entity` then searches the IDLE tree alone), so an entity of a higher class in
+            // service is not the next one; otherwise the higher class wins.
+            if self.idle_class_due(SdId::ROOT, now) {
+                return false;
+            }
             return en.class < cn.class;
         }
         let w = u64::from(en.weight);
@@ -1437,6 +1450,34 @@ mod tests {
         );
     }
 
+    // Once the IDLE class is due (a backlogged IDLE entity, unserved for more than 200 ms), the lookup serves it
+    // before every other class, so a BE entity in service is no longer the next one, however early it would
+    // finish: preemption must then be possible, as in the kernel, whose root `next_in_service` is then the IDLE
+    // entity and differs from the one in service. `x` (BE, budget 100) has just been set in service against `y`
+    // (BE, budget 10 000) and an IDLE entity: eligible and first to finish, it is still next at 100 ms and at
+    // exactly 200 ms, and not at 200 ms + 1 ns, when the lookup itself picks the IDLE entity.
+    #[test]
+    fn a_due_idle_class_is_next_before_the_entity_in_service() {
+        let mut w = Wf2q::new();
+        let x = w.new_entity(SdId::ROOT, 10, 1, q(0));
+        let y = w.new_entity(SdId::ROOT, 10, 1, q(1));
+        let i = w.new_entity(SdId::ROOT, 10, 2, q(2));
+        for (e, b) in [(x, 100), (y, 10_000), (i, 100)] {
+            w.set_budget(e, b);
+            w.activate(e, false, 1);
+        }
+        assert_eq!(w.next_in_service(0), Some(x));
+        assert!(
+            w.in_service_still_next(100 * MS),
+            "BE before IDLE while the IDLE class is not due"
+        );
+        assert!(w.in_service_still_next(200 * MS), "not due at exactly 200 ms");
+        assert!(!w.in_service_still_next(200 * MS + 1), "the IDLE class is due");
+        let mut probe = w.clone();
+        probe.expire_path(x, true);
+        assert_eq!(probe.next_in_service(200 * MS + 1), Some(i), "the lookup agrees");
+    }
+
     // Back-shift keeps a returning entity's old timestamps, but never lets it claim more than its budget's worth of
     // lag: if even its back-shifted finish time is behind virtual time, both stamps move up so that the finish
     // time is virtual time (divided by the raising coefficient, 1 here). `a` is served 10 sectors and empties;
@@ -1505,7 +1546,8 @@ mod tests {
     }
 
     // Across classes only the class counts: an RT entity in service stays next against a backlogged BE one even
-    // after using all its budget; a BE entity in service is never next while an RT one is backlogged.
+    // after using all its budget, also after 200 ms (no IDLE entity is backlogged, so that class is not due); a
+    // BE entity in service is never next while an RT one is backlogged.
     #[test]
     fn a_higher_class_is_next_whatever_the_timestamps() {
         let mut w = Wf2q::new();
@@ -1515,6 +1557,10 @@ mod tests {
         assert_eq!(w.next_in_service(0), Some(rt));
         w.served(rt, 100);
         assert!(w.in_service_still_next(0));
+        assert!(
+            w.in_service_still_next(200 * MS + 1),
+            "no IDLE entity is backlogged: the 200 ms rule changes nothing"
+        );
         w.expire_path(rt, false);
         assert_eq!(w.next_in_service(0), Some(be));
         w.set_budget(rt, 100);
