@@ -70,9 +70,10 @@ pub trait Scheduler: Send {
     /// (`WaitUntil`), and without an insert, a completion or a flow event in between. The driver asks a policy that
     /// says no only when one of those happened or its `WaitUntil` time came ([`crate::Driver::pump`]), as the
     /// kernel runs a queue on inserts, completions and timers; a policy that says yes is asked on every pump. The
-    /// default is no. CFQ says yes: its async dispatch depth grows with the time since the last delayed sync
-    /// request and it holds with requests on the device, and whether its results rely on being asked between events
-    /// more often than the kernel asks is an open question (docs/PERFORMANCE.md, session 8).
+    /// default is no. CFQ and BFQ say yes: asked only after events, their results moved (CFQ's async dispatch depth
+    /// grows with the time since the last delayed sync request; BFQ's path was not found), and whether their
+    /// results rely on being asked more often than the kernel asks is an open question (docs/PERFORMANCE.md,
+    /// session 8).
     fn answers_change_with_time(&self) -> bool {
         false
     }
