@@ -114,7 +114,9 @@ pub struct Probe {
 /// Number of readers in the page-cache streams probe ([`StreamProbe`]).
 pub const STREAMS: u32 = 8;
 
-/// Size of each reader's `read()` in the page-cache streams probe, KiB (the suite's background readers' size).
+/// Size of each reader's `read()` in the page-cache streams probe, KiB. The device's requests are readahead's
+/// whatever the call size (up to `read_ahead_kb`, split at `max_sectors_kb`); 128 KiB keeps the probe's own system
+/// calls few (the suite's readers use fio's 4 KiB default; their requests are formed the same way).
 pub const STREAM_READ_KIB: u32 = 128;
 
 /// The page-cache streams probe: [`STREAMS`] readers, each reading its own part of the probe file sequentially
