@@ -321,4 +321,75 @@ mod tests {
         );
         assert_eq!(q.expired_head(&st, q0(), 300), Some(s3));
     }
+
+    // When the request served next leaves, the elevator chooses between its two sector-order neighbours (the
+    // kernel's `bfq_find_next_rq`: the next one up, else the first, against the one below), from the removed
+    // request's position. Queued 1000, 2900, 3000 and 10 000 with the head at 2950: 3000 is next (50 forward).
+    // Once it is served, 2900 is 100 back (200 with the penalty of 2) and 10 000 is 7000 forward: 2900 wins. Taking
+    // the forward neighbour without the comparison, or the first request instead of the forward neighbour, gives
+    // another answer. The store counts what it holds.
+    #[test]
+    fn the_next_request_is_the_better_of_the_removed_ones_neighbours() {
+        let (bm, pen) = (32768, 2);
+        let mut st = Store::default();
+        assert!(st.is_empty());
+        let mut q = QueueRqs::default();
+        let slots: Vec<SlotId> = [1000u64, 2900, 3000, 10_000]
+            .iter()
+            .enumerate()
+            .map(|(i, &sector)| {
+                let s = st.alloc(rq(i as u64, sector), q0(), 0);
+                q.add(s, &st, 2950, bm, pen);
+                s
+            })
+            .collect();
+        assert_eq!((st.len(), st.is_empty()), (4, false));
+        assert_eq!(q.next, Some(slots[2]), "3000: 50 forward of 2950");
+        q.remove(slots[2], 3000, &st, bm, pen);
+        st.take(slots[2]);
+        assert_eq!(
+            q.next,
+            Some(slots[1]),
+            "2900 (100 back, 200 penalised) beats 10 000 (7000 forward)"
+        );
+        // Served 2900: its neighbours are 10 000 above and 1000 below (1900 back, 3800 penalised): 10 000 is 7100
+        // forward, so 1000 wins; the first request (1000) is not the forward neighbour (10 000).
+        q.remove(slots[1], 2900, &st, bm, pen);
+        st.take(slots[1]);
+        assert_eq!(q.next, Some(slots[0]));
+        // Removing a request that is not `next` (10 000, say by a merge) leaves `next` as it is.
+        q.remove(slots[3], 10_000, &st, bm, pen);
+        st.take(slots[3]);
+        assert_eq!(q.next, Some(slots[0]));
+        assert_eq!(st.len(), 1);
+    }
+
+    // A front merge moves a request's start: `resort` keeps the sorted set keyed by the new start, so that removing
+    // the request by its new sector empties the queue (a stale key would stay behind and count as a request).
+    #[test]
+    fn a_front_merged_request_is_found_by_its_new_start() {
+        let mut st = Store::default();
+        let mut q = QueueRqs::default();
+        let s = st.alloc(rq(1, 5000), q0(), 0);
+        q.add(s, &st, 0, 32768, 2);
+        let (old, new) = st.merge_into(s, rq(2, 4992), MergeKind::Front).expect("merged");
+        assert_eq!((old, new), (5000, 4992));
+        q.resort(s, old, new);
+        q.remove(s, new, &st, 32768, 2);
+        assert!(q.is_empty(), "{} left", q.len());
+        assert_eq!(q.next, None);
+    }
+
+    // A FIFO entry whose request has moved to another queue (queue merging moves requests) is not this queue's
+    // expired head: the deadline check skips it.
+    #[test]
+    fn a_request_moved_to_another_queue_is_not_this_queues_fifo_head() {
+        let mut st = Store::default();
+        let mut q = QueueRqs::default();
+        let s = st.alloc(rq(1, 5000), q0(), 100);
+        q.add(s, &st, 0, 32768, 2);
+        let other = QueueId::from_parts(1, 0);
+        st.slots.get_mut(s).expect("live").queue = other;
+        assert_eq!(q.expired_head(&st, q0(), 1000), None);
+    }
 }
