@@ -1302,3 +1302,78 @@ fn a_queue_of_a_heavier_group_preempts_the_queue_in_service() {
     assert_eq!(served, 10, "every newcomer was served");
     assert!(longest <= 8 * MS + 1280 * US, "a newcomer waited {longest} ns");
 }
+
+/// A BFQ of `era` on the one-disk HDD with `tunables`.
+fn bfq_of(era: Era, tunables: &[&str]) -> Bfq {
+    let v = TunableValues::parse(
+        "bfq",
+        if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES },
+        &hdd1(),
+        tunables,
+    )
+    .unwrap();
+    Bfq::with_era(&hdd1(), Params::from_values(&v), era)
+}
+
+/// How many requests `b` dispatches at `now` before it answers something else, none completing.
+fn dispatch_run(b: &mut Bfq, now: Time) -> u32 {
+    let mut n = 0;
+    while let Decision::Dispatch(_) = b.dispatch(now) {
+        checked(b);
+        n += 1;
+    }
+    n
+}
+
+// v7r2's dispatch quantum (`bfq_dispatch_requests` of 2014, BFQ_QUANTUM = 4): a sync queue may have at most 4
+// requests in the driver while other queues are busy, 16 (four times) when it is alone. The newest BFQ has no
+// such limit: it dispatches the in-service queue's whole backlog of 20 (none completes here).
+#[test]
+fn v7r2_holds_a_queue_at_its_dispatch_quantum() {
+    for (era, others, want) in [(Era::V7r2, true, 4), (Era::V7r2, false, 16), (Era::Newest, false, 20)] {
+        let mut b = bfq_of(era, &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        for i in 0..20 {
+            b.insert(read(i, 1, i * 1024, 8), 0);
+        }
+        if others {
+            b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+            b.insert(read(100, 2, 1 << 30, 8), 0);
+        }
+        let first = dispatch_run(&mut b, 0);
+        assert_eq!(first, want, "{era:?}, other queues busy: {others}");
+    }
+}
+
+// v7r2 dispatches no async request while sync requests are in the driver (`bfq_dispatch_requests` of 2014); the
+// newest BFQ does. With slice_idle = 0 nothing idles: the reader's queue expires empty and the writer's is chosen.
+#[test]
+fn v7r2_holds_async_writes_while_a_sync_read_is_in_the_driver() {
+    for era in [Era::V7r2, Era::Newest] {
+        let mut b = bfq_of(era, &["slice_idle=0"]);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0, 8), 0);
+        let r = next_rq(&mut b, 0);
+        assert_eq!(r.flow, FlowId(1));
+        b.insert(
+            Request::new(RequestId(2), FlowId(2), Direction::Write, false, 1 << 20, 8),
+            MS,
+        );
+        let d = b.dispatch(MS);
+        checked(&b);
+        match era {
+            Era::V7r2 => {
+                assert!(!matches!(d, Decision::Dispatch(_)), "v7r2 holds the write: {d:?}");
+                b.completed(&r, 2 * MS);
+                assert_eq!(
+                    next_rq(&mut b, 2 * MS).id,
+                    RequestId(2),
+                    "and sends it once the read is done"
+                );
+            }
+            Era::Newest => assert!(matches!(d, Decision::Dispatch(ref w) if w.id == RequestId(2)), "{d:?}"),
+        }
+    }
+}
