@@ -119,18 +119,7 @@ impl Backed {
     /// Admits waiting requests and dispatches what the backing scheduler gives to the disk.
     fn pump(&mut self, now: Time) {
         let Backed { disk, q, on_disk, .. } = self;
-        q.pump(now, |rq| {
-            disk.submit(
-                DevRequest {
-                    tag: rq.id.0,
-                    dir: rq.dir,
-                    sector: rq.sector,
-                    sectors: rq.sectors,
-                },
-                now,
-            );
-            on_disk.insert(rq.id.0, rq);
-        });
+        q.pump_into(now, disk, on_disk);
     }
 
     /// The earliest internal event: (time, is a disk completion).

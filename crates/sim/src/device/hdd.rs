@@ -30,7 +30,6 @@
 //!   preemptive. A command arriving at an idle drive pays `command_overhead_us`; queued commands' overhead overlaps
 //!   the previous command.
 
-use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -360,7 +359,7 @@ pub struct Hdd {
     /// clears it. The answer is a function of the state alone, which only those calls change;
     /// computing it can mean planning every queued command ([`Hdd::pick`] during a destage), and an array asks each
     /// member for it on every step.
-    next_memo: Cell<Option<Option<Time>>>,
+    next_memo: super::NextMemo,
 }
 
 /// Sectors per track of each zone, outer to inner, so that a track passes in one revolution plus one head switch
@@ -464,14 +463,14 @@ impl Hdd {
             lru_clock: 0,
             done: BinaryHeap::with_capacity(queue_depth as usize + 1),
             seq: 0,
-            next_memo: Cell::new(None),
+            next_memo: super::NextMemo::default(),
         }
     }
 
     /// The same disk with its platter at `phase_ns` into a revolution at time 0 (instead of 0).
     pub fn with_phase(mut self, phase_ns: Time) -> Hdd {
         self.phase = phase_ns % self.rev;
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self
     }
 
@@ -883,7 +882,7 @@ impl Device for Hdd {
     }
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         self.host_active_at = now;
         let (sector, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
@@ -918,12 +917,7 @@ impl Device for Hdd {
     }
 
     fn next_completion(&self) -> Option<Time> {
-        if let Some(next) = self.next_memo.get() {
-            return next;
-        }
-        let next = self.compute_next_completion();
-        self.next_memo.set(Some(next));
-        next
+        self.next_memo.get_or(|| self.compute_next_completion())
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
@@ -932,7 +926,7 @@ impl Device for Hdd {
         if self.wake_time().is_none_or(|t| t > now) {
             return None;
         }
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         super::pop_due(&mut self.done, now)
     }

@@ -1,10 +1,12 @@
 //! A scheduler instance inside a device model, below the host's: what md RAID1 runs on each member disk
 //! ([`super::Md1`]) and a loop device's backing disk runs ([`super::Backed`]).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use bfq_sched::tags::{TagClass, TagPool};
 use bfq_sched::{Driver, Request, Time};
+
+use super::{DevRequest, Device};
 
 /// A scheduler with its driver (hardware tags), its request pool, and the requests waiting for a tag of the pool
 /// (the submitting task would sleep in `get_request`), per pool class in arrival order.
@@ -64,6 +66,23 @@ impl Lower {
             send(rq);
         }
         self.out = out;
+    }
+
+    /// [`Lower::pump`] into `disk`: each dispatched request goes to the disk under its id as the tag and is kept in
+    /// `on_disk` by that tag until it completes.
+    pub(crate) fn pump_into(&mut self, now: Time, disk: &mut impl Device, on_disk: &mut BTreeMap<u64, Request>) {
+        self.pump(now, |rq| {
+            disk.submit(
+                DevRequest {
+                    tag: rq.id.0,
+                    dir: rq.dir,
+                    sector: rq.sector,
+                    sectors: rq.sectors,
+                },
+                now,
+            );
+            on_disk.insert(rq.id.0, rq);
+        });
     }
 
     /// Reports the completion of dispatched request `rq` at `now`: the scheduler learns it, and the pool gets back

@@ -15,7 +15,6 @@
 //! - A member scheduler that idles (`WaitUntil`) makes the device report that time as its next event; at it nothing
 //!   completes and the caller asks again.
 
-use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -65,7 +64,7 @@ pub struct Md1 {
     seq: u64,
     /// [`Device::next_completion`]'s answer, kept until a `&mut self` call of the trait that can change the state
     /// clears it (a function of the state alone: the members' disks and drivers and the finished requests).
-    next_memo: Cell<Option<Option<Time>>>,
+    next_memo: super::NextMemo,
 }
 
 impl std::fmt::Debug for Md1 {
@@ -126,7 +125,7 @@ impl Md1 {
             slots: Slab::new(),
             done: BinaryHeap::new(),
             seq: 0,
-            next_memo: Cell::new(None),
+            next_memo: super::NextMemo::default(),
         })
     }
 
@@ -168,18 +167,7 @@ impl Md1 {
     /// Admits waiting requests of member `i` and dispatches what its scheduler gives to its disk.
     fn pump(&mut self, i: usize, now: Time) {
         let Member { disk, q, on_disk, .. } = &mut self.members[i];
-        q.pump(now, |rq| {
-            disk.submit(
-                DevRequest {
-                    tag: rq.id.0,
-                    dir: rq.dir,
-                    sector: rq.sector,
-                    sectors: rq.sectors,
-                },
-                now,
-            );
-            on_disk.insert(rq.id.0, rq);
-        });
+        q.pump_into(now, disk, on_disk);
     }
 
     /// The earliest internal event at or before `now`: (time, member, is a disk event).
@@ -257,7 +245,7 @@ impl Device for Md1 {
     }
 
     fn submit_request(&mut self, tag: u64, rq: &Request, now: Time) {
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         let (sector, len) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         let halves = if rq.dir == Direction::Read { 1 } else { 2 };
@@ -278,27 +266,22 @@ impl Device for Md1 {
     }
 
     fn next_completion(&self) -> Option<Time> {
-        if let Some(next) = self.next_memo.get() {
-            return next;
-        }
-        let next = self.compute_next_completion();
-        self.next_memo.set(Some(next));
-        next
+        self.next_memo.get_or(|| self.compute_next_completion())
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
         // Before the next completion or member event (the memo, when present, is that time), `advance` would
         // process nothing and nothing is due: return at once, keeping the memo (the state is unchanged).
-        if self.next_memo.get().is_some_and(|next| next.is_none_or(|t| t > now)) {
+        if self.next_memo.known().is_some_and(|next| next.is_none_or(|t| t > now)) {
             return None;
         }
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         super::pop_due(&mut self.done, now)
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
-        self.next_memo.set(None);
+        self.next_memo.clear();
         if flow.id == FlowId(0) {
             return; // the flusher's flow, started with the members
         }
@@ -308,7 +291,7 @@ impl Device for Md1 {
     }
 
     fn flow_exited(&mut self, flow: FlowId, now: Time) {
-        self.next_memo.set(None);
+        self.next_memo.clear();
         for i in 0..2 {
             self.members[i].q.driver.flow_exited(flow, now);
             self.members[i].q.tags.forget(flow);

@@ -72,6 +72,33 @@ pub trait Device: Send {
     }
 }
 
+/// A device's next event time ([`Device::next_completion`]), remembered until its state changes: a pure function of
+/// the state that the run loop asks for on every step.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NextMemo(std::cell::Cell<Option<Option<Time>>>);
+
+impl NextMemo {
+    /// The remembered answer, or `compute`'s, remembered.
+    pub(crate) fn get_or(&self, compute: impl FnOnce() -> Option<Time>) -> Option<Time> {
+        if let Some(next) = self.0.get() {
+            return next;
+        }
+        let next = compute();
+        self.0.set(Some(next));
+        next
+    }
+
+    /// The remembered answer, if there is one.
+    pub(crate) fn known(&self) -> Option<Option<Time>> {
+        self.0.get()
+    }
+
+    /// Forgets the answer: the state changed.
+    pub(crate) fn clear(&self) {
+        self.0.set(None);
+    }
+}
+
 pub mod array;
 pub mod backed;
 pub mod config;

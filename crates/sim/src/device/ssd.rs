@@ -25,7 +25,6 @@
 //! reader's request waits behind stream continuations up to `stream_max_wait_us` each time (the BFQ results page:
 //! "the device prefetches requests, and, among internally-queued requests, privileges sequential ones").
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 
 use bfq_sched::{DeviceInfo, Direction, Time};
@@ -326,7 +325,7 @@ pub struct SataSsd {
     /// [`Device::next_completion`]'s answer, kept until a `submit`, or a `pop_completion` that advances the
     /// controller, clears it: a function of the state alone, which only those calls change, and with nothing completed yet
     /// computing it means choosing and evaluating the next command.
-    next_memo: Cell<Option<Option<Time>>>,
+    next_memo: super::NextMemo,
 }
 
 impl SataSsd {
@@ -360,7 +359,7 @@ impl SataSsd {
             lru_clock: 0,
             queue: Vec::with_capacity(qd as usize + 1),
             done: VecDeque::with_capacity(qd as usize + 1),
-            next_memo: Cell::new(None),
+            next_memo: super::NextMemo::default(),
         }
     }
 
@@ -510,7 +509,7 @@ impl Device for SataSsd {
     }
 
     fn submit(&mut self, rq: DevRequest, now: Time) {
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         let (sector, sectors) = clamp_request(rq.sector, rq.sectors, self.info.capacity_sectors);
         self.queue.push(Queued {
@@ -524,12 +523,7 @@ impl Device for SataSsd {
     }
 
     fn next_completion(&self) -> Option<Time> {
-        if let Some(next) = self.next_memo.get() {
-            return next;
-        }
-        let next = self.compute_next_completion();
-        self.next_memo.set(Some(next));
-        next
+        self.next_memo.get_or(|| self.compute_next_completion())
     }
 
     fn pop_completion(&mut self, now: Time) -> Option<u64> {
@@ -538,7 +532,7 @@ impl Device for SataSsd {
         if self.wake_time().is_none_or(|t| t > now) {
             return None;
         }
-        self.next_memo.set(None);
+        self.next_memo.clear();
         self.advance(now);
         match self.done.front() {
             Some(&(t, tag)) if t <= now => {
