@@ -822,8 +822,8 @@ impl Simulation {
                 if self.cache.dirty_pages() > self.dirty_background_pages() {
                     self.flush();
                 }
-                if let (DirtyThrottle::WriteBack(wb), true) = (self.host.dirty_throttle, self.over_dirty_limit()) {
-                    // Before 3.2 the writer over the limit writes dirty pages back itself (`crate::host::throttle`).
+                if self.over_dirty_limit() {
+                    // Above the dirty limit (dirty plus under writeback, as the kernel counts) the write waits.
                     let opid = self.ops.insert(OpState {
                         pid,
                         tag,
@@ -831,32 +831,28 @@ impl Simulation {
                         bytes: len,
                         copy: true,
                     });
-                    self.writer_ids += 1;
-                    self.writers.push(WriterJob {
-                        id: self.writer_ids,
-                        opid,
-                        flow,
-                        calls_left: (p1 - p0).div_ceil(wb.check_every_pages.max(1)).max(1),
-                        written: 0,
-                        pass: None,
-                        inode: None,
-                        blocked: None,
-                        sleeping: None,
-                        busy: None,
-                    });
-                    self.run_writers();
-                } else if self.over_dirty_limit() {
-                    // Above the dirty limit (dirty plus under writeback, as the kernel counts) every buffered write blocks until writeback brings it back down.
-                    let opid = self.ops.insert(OpState {
-                        pid,
-                        tag,
-                        deps: 1,
-                        bytes: len,
-                        copy: true,
-                    });
-                    self.throttled.push(opid);
-                    if let Some(w) = self.wbt.as_mut() {
-                        w.dirty_throttled(self.now);
+                    if let DirtyThrottle::WriteBack(wb) = self.host.dirty_throttle {
+                        // Before 3.2 the writer over the limit writes dirty pages back itself (`crate::host::throttle`).
+                        self.writer_ids += 1;
+                        self.writers.push(WriterJob {
+                            id: self.writer_ids,
+                            opid,
+                            flow,
+                            calls_left: (p1 - p0).div_ceil(wb.check_every_pages.max(1)).max(1),
+                            written: 0,
+                            pass: None,
+                            inode: None,
+                            blocked: None,
+                            sleeping: None,
+                            busy: None,
+                        });
+                        self.run_writers();
+                    } else {
+                        // Since 3.2 it blocks until writeback brings the dirty pages back down.
+                        self.throttled.push(opid);
+                        if let Some(w) = self.wbt.as_mut() {
+                            w.dirty_throttled(self.now);
+                        }
                     }
                 } else {
                     self.complete_op_later(pid, tag, Ok(len), len);
