@@ -1,6 +1,6 @@
 //! The dispatch driver loop: feeds a policy's decisions to a device that has a bounded number of tags.
 
-use crate::scheduler::Scheduler;
+use crate::scheduler::{BlockLayer, Scheduler, BLK_MQ_RERUN_DELAY};
 use crate::types::{Decision, FlowId, FlowInfo, Request, Time};
 
 /// Counters kept by the driver.
@@ -17,17 +17,27 @@ pub struct DriverStats {
 /// Owns a policy and drives it against a device with `tags` hardware tags.
 ///
 /// Call [`Driver::pump`] after every insert, every completion and whenever [`Driver::wakeup`] is reached; it asks
-/// the policy for requests while a tag is free and stops at the first `WaitUntil` or `Nothing`.
+/// the policy for requests while a tag is free and stops at the first `WaitUntil` or `Nothing`. The policy is
+/// asked only when its kernel's block layer would run the queue ([`Scheduler::block_layer`]): after an insert, a
+/// completion (on blk-mq only on a restart or when the scheduler asks), a flow event, mutable access, its
+/// `WaitUntil` time, and on blk-mq [`BLK_MQ_RERUN_DELAY`] after a run it declined while it had work.
 pub struct Driver {
     policy: Box<dyn Scheduler>,
     tags: u32,
     in_flight: u32,
     wakeup: Option<Time>,
-    /// Whether anything the policy could answer differently on has happened since the last [`Driver::pump`] that
-    /// ended on the policy's own answer: an insert, a completion, a flow starting or exiting, mutable access.
+    /// Whether the queue is to be run at the next [`Driver::pump`]: an insert, a completion that runs it, a flow
+    /// starting or exiting, or mutable access happened since the last pump that ended on the policy's answer.
     stale: bool,
-    /// The policy's [`Scheduler::answers_change_with_time`]: asked on every pump.
-    polled: bool,
+    /// blk-mq's delayed re-run of the queue ([`BLK_MQ_RERUN_DELAY`]), `None` on the legacy layer.
+    rerun_delay: Option<Time>,
+    /// When the armed delayed re-run fires.
+    rerun: Option<Time>,
+    /// blk-mq's restart mark: the last run stopped because every tag was taken, so the next completion runs the
+    /// queue.
+    restart: bool,
+    /// The host's jiffy (ns), once [`Driver::set_timer_hz`] was called: the delayed re-run fires on a tick.
+    jiffy: Option<Time>,
     stats: DriverStats,
 }
 
@@ -35,14 +45,28 @@ impl Driver {
     /// Wraps `policy` for a device accepting `tags` requests at once (at least 1).
     pub fn new(policy: Box<dyn Scheduler>, tags: u32) -> Self {
         Driver {
-            polled: policy.answers_change_with_time(),
+            rerun_delay: match policy.block_layer() {
+                BlockLayer::Legacy => None,
+                BlockLayer::BlkMq => Some(BLK_MQ_RERUN_DELAY),
+            },
             policy,
             tags: tags.max(1),
             in_flight: 0,
             wakeup: None,
             stale: true,
+            rerun: None,
+            restart: false,
+            jiffy: None,
             stats: DriverStats::default(),
         }
+    }
+
+    /// The host kernel ticks `hz` times per second: the policy's jiffy-armed timers round to it
+    /// ([`Scheduler::set_timer_hz`]), and so does blk-mq's delayed re-run, which is delayed work.
+    pub fn set_timer_hz(&mut self, hz: u32) {
+        self.jiffy = Some(crate::tick::jiffy_ns(hz));
+        self.stale = true;
+        self.policy.set_timer_hz(hz);
     }
 
     /// Tells the policy a flow started.
@@ -68,49 +92,77 @@ impl Driver {
     pub fn complete(&mut self, rq: &Request, now: Time) {
         self.stats.completed += 1;
         crate::counter::dec(&mut self.in_flight, "driver in_flight");
-        self.stale = true;
         self.policy.completed(rq, now);
+        // The legacy layer runs the queue after every completion; blk-mq after one that frees a tag a stopped run
+        // waited for, or when the scheduler asks.
+        if self.rerun_delay.is_none() || std::mem::take(&mut self.restart) || self.policy.completion_runs_queue() {
+            self.stale = true;
+        }
     }
 
     /// Dispatches as many requests as the policy and the free tags allow, appending them to `out`.
     /// Returns the number dispatched. Afterwards [`Driver::wakeup`] tells when the policy wants to be asked again.
     pub fn pump(&mut self, now: Time, out: &mut Vec<Request>) -> usize {
-        // Nothing happened since the policy last answered `Nothing` or `WaitUntil` for a time still ahead: it would
-        // answer the same, so it is not asked (the kernel runs a queue on inserts, completions and timers only),
-        // unless it says its answers change with time alone.
-        if !self.stale && !self.polled && self.wakeup.is_none_or(|w| now < w) {
+        // The queue runs only when its block layer would run it (the struct's doc); otherwise the policy would
+        // answer what it answered last, as far as the kernel could tell.
+        let rerun_due = self.rerun.is_some_and(|r| now >= r);
+        if !self.stale && !rerun_due && self.wakeup.is_none_or(|w| now < w) {
             return 0;
+        }
+        if rerun_due {
+            self.rerun = None;
         }
         let mut n = 0;
         self.wakeup = None;
+        let mut declined = false;
         while self.in_flight < self.tags {
             match self.policy.dispatch(now) {
                 Decision::Dispatch(rq) => {
-                    // If the tags run out now, the next pump must ask again.
-                    self.stale = true;
                     self.in_flight += 1;
                     self.stats.dispatched += 1;
                     n += 1;
                     out.push(rq);
                 }
                 Decision::WaitUntil(t) => {
-                    self.stale = false;
                     // A policy must ask for a time in the future; never spin on a faulty answer.
                     self.wakeup = Some(t.max(now + 1));
+                    declined = true;
                     break;
                 }
                 Decision::Nothing => {
-                    self.stale = false;
+                    declined = true;
                     break;
                 }
             }
         }
+        if declined {
+            self.stale = false;
+            self.restart = false;
+            // blk-mq kicks the queue again a little later when the scheduler declined while it had work, unless a
+            // delayed run is already pending.
+            if let Some(delay) = self.rerun_delay {
+                if self.rerun.is_none() && self.policy.has_work() {
+                    self.rerun = Some(match self.jiffy {
+                        Some(j) => crate::tick::fire_time(now, delay, j),
+                        None => now + delay,
+                    });
+                }
+            }
+        } else {
+            // Every tag is taken: the next completion runs the queue (on blk-mq, the restart mark).
+            self.stale = true;
+            self.restart = true;
+        }
         n
     }
 
-    /// When the policy asked to be polled again, if it is waiting.
+    /// When the queue is to be run again without an event: the policy's `WaitUntil` time or blk-mq's delayed
+    /// re-run, whichever comes first.
     pub fn wakeup(&self) -> Option<Time> {
-        self.wakeup
+        match (self.wakeup, self.rerun) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Requests on the device.
@@ -144,7 +196,7 @@ impl Driver {
 mod tests {
     use super::*;
     use crate::device::DeviceInfo;
-    use crate::types::{Direction, RequestId};
+    use crate::types::{Direction, RequestId, MS};
 
     /// Answers from a script, then `Nothing`.
     struct Scripted(Vec<Decision>);
@@ -166,6 +218,10 @@ mod tests {
         fn completed(&mut self, _: &Request, _: Time) {}
         fn queued(&self) -> usize {
             self.0.len()
+        }
+        // Never asks for a run after a completion itself (only a blk-mq restart would run it then).
+        fn completion_runs_queue(&self) -> bool {
+            false
         }
     }
 
@@ -225,7 +281,11 @@ mod tests {
     struct Counting {
         calls: Arc<AtomicU32>,
         at: Option<Time>,
-        with_time: bool,
+        layer: BlockLayer,
+        /// What `has_work` answers.
+        work: bool,
+        /// What `completion_runs_queue` answers.
+        runs: bool,
     }
 
     impl Scheduler for Counting {
@@ -246,22 +306,32 @@ mod tests {
         fn queued(&self) -> usize {
             0
         }
-        fn answers_change_with_time(&self) -> bool {
-            self.with_time
+        fn block_layer(&self) -> BlockLayer {
+            self.layer
         }
+        fn has_work(&self) -> bool {
+            self.work
+        }
+        fn completion_runs_queue(&self) -> bool {
+            self.runs
+        }
+    }
+
+    fn counting(layer: BlockLayer, at: Option<Time>, work: bool, runs: bool) -> (Driver, Arc<AtomicU32>) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let policy = Counting {
+            calls: calls.clone(),
+            at,
+            layer,
+            work,
+            runs,
+        };
+        (Driver::new(Box::new(policy), 8), calls)
     }
 
     #[test]
     fn a_policy_is_asked_again_only_after_an_event_or_at_its_wakeup() {
-        let calls = Arc::new(AtomicU32::new(0));
-        let mut d = Driver::new(
-            Box::new(Counting {
-                calls: calls.clone(),
-                at: Some(100),
-                with_time: false,
-            }),
-            8,
-        );
+        let (mut d, calls) = counting(BlockLayer::Legacy, Some(100), true, false);
         let mut out = Vec::new();
         d.pump(0, &mut out);
         assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (1, Some(100)));
@@ -270,33 +340,115 @@ mod tests {
         d.pump(99, &mut out);
         assert_eq!(calls.load(Ordering::Relaxed), 1);
         assert_eq!(d.wakeup(), Some(100), "the wake-up is kept");
-        // An insert, a completion, a flow event or mutable access: asked again.
+        // An insert, a completion (the legacy layer runs the queue after every one, whatever the policy says), a
+        // flow event or mutable access: asked again.
         d.insert(rq(1), 20);
         d.pump(20, &mut out);
         assert_eq!(calls.load(Ordering::Relaxed), 2);
+        d.in_flight = 1;
+        d.complete(&rq(1), 25);
+        d.pump(25, &mut out);
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
         d.flow_started(&FlowInfo::new(FlowId(3)), 30);
         d.pump(30, &mut out);
-        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
         let _ = d.policy_mut();
         d.pump(40, &mut out);
-        assert_eq!(calls.load(Ordering::Relaxed), 4);
-        // Its wake-up time: asked; it answers Nothing, and is then left alone until an event.
+        assert_eq!(calls.load(Ordering::Relaxed), 5);
+        // Its wake-up time: asked; it answers Nothing, and is then left alone until an event (the legacy layer
+        // has no delayed re-run, even though the policy has work).
         d.pump(100, &mut out);
-        d.pump(500, &mut out);
-        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (5, None));
-        // A policy whose answers change with time alone is asked on every pump.
-        let calls = Arc::new(AtomicU32::new(0));
-        let mut d = Driver::new(
-            Box::new(Counting {
-                calls: calls.clone(),
-                at: None,
-                with_time: true,
-            }),
-            8,
+        d.pump(500 * MS, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (6, None));
+    }
+
+    #[test]
+    fn blk_mq_runs_a_declining_queue_with_work_again_3_ms_later_and_keeps_a_pending_rerun() {
+        let (mut d, calls) = counting(BlockLayer::BlkMq, None, true, false);
+        let mut out = Vec::new();
+        d.pump(0, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (1, Some(3 * MS)));
+        d.pump(3 * MS - 1, &mut out);
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "not before the delayed run");
+        // An insert runs the queue at once; the policy declines again, and the pending delayed run keeps its time
+        // (since 6.0 a pending run is not pushed out).
+        d.insert(rq(1), MS);
+        d.pump(MS, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (2, Some(3 * MS)));
+        // The delayed run: asked, declines with work, re-armed 3 ms on.
+        d.pump(3 * MS, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (3, Some(6 * MS)));
+        // Ticking at 250 Hz the delayed work fires on a 4 ms tick: 3 ms from 6 ms is one jiffy, at the tick of 8 ms.
+        d.set_timer_hz(250);
+        d.pump(6 * MS, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (4, Some(8 * MS)));
+        // With no work, a declining policy is left alone.
+        let (mut d, calls) = counting(BlockLayer::BlkMq, None, false, false);
+        d.pump(0, &mut out);
+        assert_eq!((calls.load(Ordering::Relaxed), d.wakeup()), (1, None));
+        // Its own timer comes first when it is earlier than the delayed run.
+        let (mut d, _) = counting(BlockLayer::BlkMq, Some(MS), true, false);
+        d.pump(0, &mut out);
+        assert_eq!(d.wakeup(), Some(MS));
+    }
+
+    #[test]
+    fn blk_mq_runs_the_queue_after_a_completion_only_on_a_restart_or_when_the_scheduler_asks() {
+        let (mut d, calls) = counting(BlockLayer::BlkMq, None, false, false);
+        let mut out = Vec::new();
+        d.pump(0, &mut out);
+        d.in_flight = 2;
+        d.complete(&rq(1), MS);
+        d.pump(MS, &mut out);
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            1,
+            "a completion alone does not run a blk-mq queue"
         );
-        for t in 0..3 {
-            d.pump(t, &mut out);
+        // The scheduler asks (BFQ with nothing left in the driver).
+        let (mut d, calls) = counting(BlockLayer::BlkMq, None, false, true);
+        d.pump(0, &mut out);
+        d.in_flight = 1;
+        d.complete(&rq(1), MS);
+        d.pump(MS, &mut out);
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        // A run that stopped on a full tag set: the next completion restarts it, the one after does not.
+        let mut d = Driver::new(
+            Box::new(Scripted(vec![
+                Decision::Dispatch(rq(1)),
+                Decision::Dispatch(rq(2)),
+                Decision::Nothing,
+                Decision::Nothing,
+            ])),
+            2,
+        );
+        assert_eq!(d.policy().block_layer(), BlockLayer::Legacy);
+        d.rerun_delay = Some(BLK_MQ_RERUN_DELAY);
+        assert_eq!(d.pump(0, &mut out), 2);
+        d.complete(&rq(1), MS);
+        d.pump(MS, &mut out);
+        assert_eq!(d.policy().queued(), 1, "the restart asked the policy once");
+        d.complete(&rq(2), 2 * MS);
+        d.pump(2 * MS, &mut out);
+        assert_eq!(d.policy().queued(), 1, "no restart mark, no run");
+    }
+
+    /// The kernel's schedulers run in the block layer of their era: the legacy layer for 3.13's elevators and
+    /// BFQ v7r2, blk-mq for the newest BFQ, mq-deadline and kyber.
+    #[test]
+    fn each_policy_runs_in_its_eras_block_layer() {
+        for (name, layer) in [
+            ("noop", BlockLayer::Legacy),
+            ("deadline", BlockLayer::Legacy),
+            ("cfq", BlockLayer::Legacy),
+            ("anticipatory", BlockLayer::Legacy),
+            ("bfq-v7r2", BlockLayer::Legacy),
+            ("bfq", BlockLayer::BlkMq),
+            ("mq-deadline", BlockLayer::BlkMq),
+            ("kyber", BlockLayer::BlkMq),
+        ] {
+            let p = crate::build::<&str>(name, &DeviceInfo::hdd(), &[]).unwrap();
+            assert_eq!(p.block_layer(), layer, "{name}");
         }
-        assert_eq!(calls.load(Ordering::Relaxed), 3);
     }
 }

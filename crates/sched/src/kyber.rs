@@ -15,7 +15,7 @@
 
 use crate::device::DeviceInfo;
 use crate::merge::{absorb, IntMap, MergeIndex};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{BlockLayer, Scheduler};
 use crate::tunables::{TunableSpec, TunableValues};
 use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, Time, MS, SEC};
 use std::collections::VecDeque;
@@ -344,6 +344,10 @@ impl Kyber {
 impl Scheduler for Kyber {
     fn name(&self) -> &'static str {
         "kyber"
+    }
+
+    fn block_layer(&self) -> BlockLayer {
+        BlockLayer::BlkMq
     }
 
     fn flow_started(&mut self, _flow: &FlowInfo, _now: Time) {}

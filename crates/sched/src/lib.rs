@@ -39,6 +39,6 @@ pub mod wrap;
 pub use device::DeviceInfo;
 pub use driver::Driver;
 pub use registry::{build, find, policies, PolicyDesc};
-pub use scheduler::{InvariantViolation, Scheduler};
+pub use scheduler::{BlockLayer, InvariantViolation, Scheduler, BLK_MQ_RERUN_DELAY};
 pub use tunables::{ConfigError, TunableSpec, TunableValues};
 pub use types::*;

@@ -18,7 +18,7 @@ use crate::deadline::{
 };
 use crate::device::DeviceInfo;
 use crate::merge::IntMap;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{BlockLayer, Scheduler};
 use crate::tunables::{DefaultValue, TunableSpec, TunableValues};
 use crate::types::{Decision, Direction, FlowId, FlowInfo, IoClass, Request, Time};
 
@@ -166,6 +166,10 @@ impl MqDeadline {
 impl Scheduler for MqDeadline {
     fn name(&self) -> &'static str {
         "mq-deadline"
+    }
+
+    fn block_layer(&self) -> BlockLayer {
+        BlockLayer::BlkMq
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, _now: Time) {

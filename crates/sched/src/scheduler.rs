@@ -6,7 +6,8 @@ use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, Time};
 /// A storage I/O scheduling policy: a pure state machine that is told the time.
 ///
 /// The caller (the [`Driver`](crate::driver::Driver)) calls [`Scheduler::dispatch`] while the device has a free
-/// tag, and again after every insert, every completion, and when a [`Decision::WaitUntil`] time is reached.
+/// tag, and again after every insert, after completions (see [`Scheduler::block_layer`]), and when a
+/// [`Decision::WaitUntil`] time is reached.
 /// Implementations never read a clock, never block and never panic on any sequence of valid calls.
 pub trait Scheduler: Send {
     /// The registry name of the policy (`"bfq"`, `"noop"`, ...).
@@ -66,16 +67,27 @@ pub trait Scheduler: Send {
         Ok(())
     }
 
-    /// Whether [`Scheduler::dispatch`] may answer differently with time alone, without a timer the policy asked for
-    /// (`WaitUntil`), and without an insert, a completion or a flow event in between. The driver asks a policy that
-    /// says no only when one of those happened or its `WaitUntil` time came ([`crate::Driver::pump`]), as the
-    /// kernel runs a queue on inserts, completions and timers; a policy that says yes is asked on every pump. The
-    /// default is no. CFQ and BFQ say yes: asked only after events, their results moved (CFQ's async dispatch depth
-    /// grows with the time since the last delayed sync request; BFQ's path was not found), and whether their
-    /// results rely on being asked more often than the kernel asks is an open question (docs/PERFORMANCE.md,
-    /// session 8).
-    fn answers_change_with_time(&self) -> bool {
-        false
+    /// The block layer the policy's kernel ran it in, which decides when the queue is run (the policy asked for
+    /// requests) besides inserts and timers ([`crate::Driver`]): the legacy layer ran it after every completion;
+    /// blk-mq runs it after a completion only when the scheduler or a full tag set asks for it, and again
+    /// [`BLK_MQ_RERUN_DELAY`] after a run in which the scheduler declined while it had work. Default: legacy.
+    fn block_layer(&self) -> BlockLayer {
+        BlockLayer::Legacy
+    }
+
+    /// Whether the policy holds work it may dispatch later (blk-mq's `has_work`): by default, requests queued.
+    /// BFQ also counts a busy queue it idles for (`bfq_has_work`: any busy queue).
+    fn has_work(&self) -> bool {
+        self.queued() > 0
+    }
+
+    /// Asked on blk-mq right after [`Scheduler::completed`]: whether the scheduler itself runs the queue after
+    /// that completion (BFQ does when no request is left in the driver, `bfq_schedule_dispatch`). The default,
+    /// yes, suits every policy whose dispatch cannot be unblocked by a completion without the block layer also
+    /// running the queue (a full tag set, or a token another waiter is woken for). Ignored on the legacy layer,
+    /// which runs the queue after every completion.
+    fn completion_runs_queue(&self) -> bool {
+        true
     }
 
     /// The host kernel ticks `hz` times per second ([`crate::tick`]). A policy whose kernel armed its timers in
@@ -86,6 +98,24 @@ pub trait Scheduler: Send {
         let _ = hz;
     }
 }
+
+/// The block layer a policy ran in, for when its queue is run ([`Scheduler::block_layer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockLayer {
+    /// The single-queue block layer of Linux 3.13 and before: the queue runs on every insert (at unplug), every
+    /// completion (the low-level driver restarts it, e.g. SCSI's `scsi_run_queue`) and the elevator's timers.
+    Legacy,
+    /// blk-mq (the newest kernel): the queue runs on every insert, after a completion only on a restart (the
+    /// last run stopped on a full tag set) or when the scheduler asks, on the scheduler's timers, and
+    /// [`BLK_MQ_RERUN_DELAY`] after a run that ended with the scheduler declining while it had work.
+    BlkMq,
+}
+
+/// blk-mq's delayed re-run after a run in which the scheduler returned no request while it had work:
+/// `BLK_MQ_BUDGET_DELAY`, 3 ms, armed by `__blk_mq_do_dispatch_sched` through `blk_mq_delay_run_hw_queues` (since
+/// Linux 5.8; since 6.0 an already pending delayed run is left as it is). It is delayed work, so it fires on a
+/// timer tick.
+pub const BLK_MQ_RERUN_DELAY: Time = 3 * crate::types::MS;
 
 /// A broken internal invariant of a policy or model: which structure and what was found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

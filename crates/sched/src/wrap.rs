@@ -84,6 +84,15 @@ impl<H: Hooks> Scheduler for Wrapped<H> {
     fn separate_sync_pool(&self) -> bool {
         self.inner.separate_sync_pool()
     }
+    fn block_layer(&self) -> crate::scheduler::BlockLayer {
+        self.inner.block_layer()
+    }
+    fn has_work(&self) -> bool {
+        self.inner.has_work()
+    }
+    fn completion_runs_queue(&self) -> bool {
+        self.inner.completion_runs_queue()
+    }
     fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.hooks.check_invariants()?;
         self.inner.check_invariants()

@@ -297,7 +297,7 @@ impl Simulation {
         let tags = TagPool::legacy_for(policy.as_ref(), info.nr_requests);
         let mut driver = Driver::new(policy, info.queue_depth);
         if let Some(hz) = host.timer_hz {
-            driver.policy_mut().set_timer_hz(hz);
+            driver.set_timer_hz(hz);
         }
         driver.flow_started(&FlowInfo::new(FLUSHER_FLOW), 0);
         let mut device = device;

@@ -60,7 +60,7 @@ pub use depth::{
 
 use crate::device::DeviceInfo;
 use crate::merge::IntMap;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{BlockLayer, Scheduler};
 use crate::sorted::SortedSet;
 use crate::tunables::TunableValues;
 use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS};
@@ -434,9 +434,21 @@ impl Scheduler for Bfq {
         }
     }
 
-    fn answers_change_with_time(&self) -> bool {
-        // Not shown otherwise: asked only after events, one full-matrix run moved (docs/PERFORMANCE.md, session 8).
-        true
+    fn block_layer(&self) -> BlockLayer {
+        match self.rules.era {
+            Era::Newest => BlockLayer::BlkMq,
+            Era::V7r2 => BlockLayer::Legacy,
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        // `bfq_has_work`: any busy queue, the in-service one it idles for included.
+        self.busy_queues > 0
+    }
+
+    fn completion_runs_queue(&self) -> bool {
+        // `bfq_completed_request` schedules a dispatch when no request is left in the driver.
+        self.rq_in_driver == 0
     }
 
     fn flow_started(&mut self, flow: &FlowInfo, _now: Time) {

@@ -564,10 +564,6 @@ impl Scheduler for Cfq {
         "cfq"
     }
 
-    fn answers_change_with_time(&self) -> bool {
-        true
-    }
-
     fn flow_started(&mut self, flow: &FlowInfo, now: Time) {
         self.start_flow(flow, now);
     }
