@@ -174,9 +174,13 @@ pub struct Settings {
 
 impl Settings {
     /// The scenario settings that differ from the defaults, as `key=value` labels for
-    /// [`crate::RunResult::scenario`]: `HZ=<n>`, `device_reordering=off`, `read_ahead_kb=<n>`, `kernel=2.6.18`.
+    /// [`crate::RunResult::scenario`]: `profile=<era>` (an era other than the current one), `HZ=<n>`,
+    /// `device_reordering=off`, `read_ahead_kb=<n>`, `kernel=2.6.18`.
     pub fn scenario_labels(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if self.era != Era::Current {
+            out.push(format!("profile={}", self.era.name()));
+        }
         if let Some(hz) = self.timer_hz {
             out.push(format!("HZ={hz}"));
         }
