@@ -30,8 +30,7 @@ enum Cmd {
     },
     /// Run one experiment on the simulator.
     Run(RunArgs),
-    /// Run the main job: the seeds' reference matrix on the simulator (in S's settings of the seeds' time), with report
-    /// and claims checklist.
+    /// Run the main job: the seeds' reference matrix on the simulator, with report and claims checklist.
     Reproduce(ReproduceArgs),
     /// Record a real command's cold-cache start-up I/O into an application profile (needs root):
     /// bfq record [--out PROFILE] -- CMD [ARGS...]
@@ -290,9 +289,7 @@ fn schedulers(only: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// Arguments of `bfq reproduce`. Its throughput and start-up runs use S's settings of the seeds' time (`--profile
-/// s2013` of `bfq suite`: 5000 MiB files, a 16 500 KiB/s writer cap, no periodic sync, 60 s throughput runs; the
-/// two small flash devices keep the current ones; docs/BENCHMARKS.md, "Eras").
+/// Arguments of `bfq reproduce`.
 #[derive(clap::Args)]
 #[command(allow_negative_numbers = true)]
 struct ReproduceArgs {
