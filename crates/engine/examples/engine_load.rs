@@ -1,7 +1,7 @@
 //! Profiling helper: the engine alone, one flow keeping QD reads of BS bytes in flight against a device or file,
 //! random (default) or sequential.
 //!
-//! `[SPIN_US=n] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
+//! `[SPIN_US=n] [LEAD=1] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
 use std::path::Path;
@@ -20,8 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seq = args.get(6).is_some_and(|s| s == "seq");
     // SPIN_US=n sets EngineConfig::spin_us.
     let spin_us = std::env::var("SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    // LEAD=1 sets EngineConfig::lead (leader/followers).
+    let lead = std::env::var("LEAD").is_ok_and(|v| v == "1");
     let cfg = EngineConfig {
         spin_us,
+        lead,
         ..EngineConfig::for_path(path)
     };
     let engine = Engine::start_named::<&str>(policy, &[], cfg)?;
@@ -40,7 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         x ^= x << 17;
         (x % blocks) * bs
     };
-    let t0 = Instant::now();
+    let (cpu0, t0) = (cpu_ns(), Instant::now());
     let end = t0 + Duration::from_secs(secs);
     for _ in 0..qd {
         flow.submit_read(file, next(), AlignedBuf::new(bs as usize), 0)?;
@@ -59,17 +62,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let el = t0.elapsed().as_secs_f64();
+    let cpu = cpu_ns() - cpu0;
     drop(flow);
     let st = engine.shutdown()?;
     let per = |v: u64| v as f64 / ops as f64;
     println!(
-        "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, kicks {:.3}, client wake-ups {:.3}, policy {:.0} ns",
+        "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, kicks {:.3}, client wake-ups {:.3}, \
+         client leads {:.3}, leader sleeps {:.3}, inline serves {:.3}, policy {:.0} ns, process CPU {:.0} ns",
         ops as f64 / el,
         ops as f64 * bs as f64 / el / (1 << 20) as f64,
         per(st.reactor_sleeps),
         per(st.reactor_kicks),
         per(st.client_wakeups),
-        per(st.policy_ns)
+        per(st.client_leads),
+        per(st.leader_sleeps),
+        per(st.inline_serves),
+        per(st.policy_ns),
+        cpu as f64 / ops as f64
     );
     Ok(())
+}
+
+/// CPU time (user + system) of the whole process so far, in nanoseconds.
+fn cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -101,6 +101,17 @@ impl Flow {
     /// Waits for the result of the one blocking request in flight. The reactor always delivers one: a request
     /// accepted before shutdown completes, and a failing reactor fails what it holds.
     fn wait_sync(&self) -> Result<usize, EngineError> {
+        if self.engine.lead {
+            // Run the engine until the result is in, if nobody else runs it; else wait below.
+            loop {
+                if let Some(r) = lock(&self.me.state).sync.take() {
+                    return r;
+                }
+                if !crate::reactor::lead_until(&self.engine, &|| lock(&self.me.state).sync.is_some()) {
+                    break;
+                }
+            }
+        }
         let seen = self.me.delivered.load(Ordering::Acquire);
         let mut st = lock(&self.me.state);
         if st.sync.is_none() {
@@ -216,6 +227,21 @@ impl Flow {
             return Err(EngineError::NothingInFlight);
         }
         let mut ready = self.ready.borrow_mut();
+        if ready.is_empty() && self.engine.lead {
+            // Run the engine until a result is in, if nobody else runs it; else wait below.
+            loop {
+                {
+                    let mut st = lock(&self.me.state);
+                    if !st.done.is_empty() {
+                        std::mem::swap(&mut *ready, &mut st.done);
+                        break;
+                    }
+                }
+                if !crate::reactor::lead_until(&self.engine, &|| !lock(&self.me.state).done.is_empty()) {
+                    break;
+                }
+            }
+        }
         if ready.is_empty() {
             let seen = self.me.delivered.load(Ordering::Acquire);
             let mut st = lock(&self.me.state);

@@ -92,6 +92,13 @@ pub struct EngineConfig {
     /// save a thread wake-up per round trip on an otherwise idle machine, but on a machine whose cores are busy
     /// it steals the CPU the other side needs and costs throughput (measured in docs/ENGINE.md).
     pub spin_us: u32,
+    /// Leader/followers (default `false`, the single-reactor design): a client that waits for a result while no
+    /// other thread runs the engine loop runs it itself (reaping, scheduling and resubmitting in one
+    /// `io_uring_enter`), and a client that submits while nobody runs it hands its request to the kernel itself,
+    /// so a one-thread client needs no thread hand-off per round trip. The reactor thread still serves the engine
+    /// whenever no client does (timers, other flows, shutdown). The ring is then a plain one (several threads
+    /// submit), not `SINGLE_ISSUER | DEFER_TASKRUN`. Measured in docs/ENGINE.md and docs/PERFORMANCE.md.
+    pub lead: bool,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +108,7 @@ impl Default for EngineConfig {
             ring_entries: DEFAULT_RING_ENTRIES,
             device: DeviceInfo::ssd(),
             spin_us: DEFAULT_SPIN_US,
+            lead: false,
         }
     }
 }
@@ -221,6 +229,13 @@ pub struct EngineStats {
     pub client_wakeups: u64,
     /// Times a client woke the sleeping reactor to hand it a request (eventfd writes).
     pub reactor_kicks: u64,
+    /// Times a waiting client ran the engine loop itself ([`EngineConfig::lead`]).
+    pub client_leads: u64,
+    /// Times a client leading the loop blocked in `io_uring_enter` for the next completion.
+    pub leader_sleeps: u64,
+    /// Times a submitting client took its request to the kernel itself because nobody ran the loop
+    /// ([`EngineConfig::lead`]).
+    pub inline_serves: u64,
     /// Idle timers armed for the policy's `WaitUntil`.
     pub timers_armed: u64,
     /// Idle timers that expired.
@@ -263,6 +278,8 @@ impl Engine {
             stats: Mutex::new(EngineStats::default()),
             kicks: AtomicU64::new(0),
             spin_ns: u64::from(cfg.spin_us) * 1000,
+            lead: cfg.lead,
+            core: Mutex::new(None),
         });
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let sh = Arc::clone(&shared);

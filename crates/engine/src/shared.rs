@@ -4,6 +4,7 @@
 use crate::buf::AlignedBuf;
 use crate::device::Geometry;
 use crate::error::EngineError;
+use crate::reactor::Reactor;
 use crate::EngineStats;
 use bfq_sched::{Direction, FlowId, FlowInfo};
 use std::collections::VecDeque;
@@ -87,6 +88,11 @@ pub(crate) struct Shared {
     pub kicks: AtomicU64,
     /// How long clients and the reactor poll for each other before blocking, in nanoseconds.
     pub spin_ns: u64,
+    /// Leader/followers ([`crate::EngineConfig::lead`]): clients may run the engine loop.
+    pub lead: bool,
+    /// With `lead`: the engine's state (ring, policy, requests), held by whichever thread runs the loop. The
+    /// reactor thread puts it here at start and takes it out when it exits. `None` without `lead`.
+    pub core: Mutex<Option<Box<Reactor>>>,
 }
 
 impl Shared {
@@ -99,6 +105,9 @@ impl Shared {
             }
             inbox.cmds.push(cmd);
             self.has_cmds.store(true, Ordering::SeqCst);
+        }
+        if self.lead && crate::reactor::serve_inline(self) {
+            return Ok(());
         }
         // Pairs with the reactor's store of `sleeping` then load of `has_cmds`: either it sees our command or we
         // see it asleep.
