@@ -360,8 +360,8 @@ impl Engine {
         Ok(Flow::new(id, opts.name, Arc::clone(&self.shared), fs))
     }
 
-    /// The counters as last published by the reactor (it publishes before it sleeps and every few hundred loop
-    /// iterations).
+    /// The counters as last published by the thread running the engine loop (it publishes before it sleeps and
+    /// every few hundred loop iterations).
     pub fn stats(&self) -> EngineStats {
         *lock(&self.shared.stats)
     }

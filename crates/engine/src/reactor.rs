@@ -274,6 +274,7 @@ pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
         }
         if r.prepare_park() {
             r.stats.leader_sleeps += 1;
+            r.publish();
             if let Err(e) = r.enter(1) {
                 r.poison(e.to_string());
             }
