@@ -1,7 +1,7 @@
 //! Profiling helper: the engine alone, one flow keeping QD reads of BS bytes in flight against a device or file,
 //! random (default) or sequential.
 //!
-//! `[SPIN_US=n] [LEAD=1] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
+//! `[SPIN_US=n] [LEAD=1] [TUNABLES=k=v,k=v] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
 use std::path::Path;
@@ -27,7 +27,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lead,
         ..EngineConfig::for_path(path)
     };
-    let engine = Engine::start_named::<&str>(policy, &[], cfg)?;
+    // TUNABLES=slice_idle=0,... passes sysfs-style tunables to the policy.
+    let tunables: Vec<String> = std::env::var("TUNABLES")
+        .map(|v| v.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    let engine = Engine::start_named(policy, &tunables, cfg)?;
     let file = engine.open(path, false)?;
     let flow = engine.flow(FlowOptions::named("load"))?;
     let blocks = file.size_bytes() / bs;
@@ -68,7 +72,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let per = |v: u64| v as f64 / ops as f64;
     println!(
         "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, kicks {:.3}, client wake-ups {:.3}, \
-         client leads {:.3}, leader sleeps {:.3}, inline serves {:.3}, policy {:.0} ns, process CPU {:.0} ns",
+         client leads {:.3}, leader sleeps {:.3}, inline serves {:.3}, timers armed {:.3}, policy {:.0} ns, \
+         process CPU {:.0} ns",
         ops as f64 / el,
         ops as f64 * bs as f64 / el / (1 << 20) as f64,
         per(st.reactor_sleeps),
@@ -77,6 +82,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         per(st.client_leads),
         per(st.leader_sleeps),
         per(st.inline_serves),
+        per(st.timers_armed),
         per(st.policy_ns),
         cpu as f64 / ops as f64
     );

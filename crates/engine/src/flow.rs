@@ -2,7 +2,7 @@
 
 use crate::buf::AlignedBuf;
 use crate::error::EngineError;
-use crate::shared::{lock, Cmd, Completion, FlowShared, IoCmd, Shared};
+use crate::shared::{lock, Cmd, Completion, FlowShared, Follower, IoCmd, Shared};
 use crate::FileRef;
 use bfq_sched::{Direction, FlowId};
 use std::cell::{Cell, RefCell};
@@ -101,15 +101,25 @@ impl Flow {
     /// Waits for the result of the one blocking request in flight. The reactor always delivers one: a request
     /// accepted before shutdown completes, and a failing reactor fails what it holds.
     fn wait_sync(&self) -> Result<usize, EngineError> {
+        // With `lead`: run the engine until the result is in, if nobody else runs it; else wait below as a
+        // follower (registered until this returns).
+        let mut _follower = None;
         if self.engine.lead {
-            // Run the engine until the result is in, if nobody else runs it; else wait below.
+            let until = || lock(&self.me.state).sync.is_some();
             loop {
                 if let Some(r) = lock(&self.me.state).sync.take() {
                     return r;
                 }
-                if !crate::reactor::lead_until(&self.engine, &|| lock(&self.me.state).sync.is_some()) {
-                    break;
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    continue;
                 }
+                let f = Follower::new(&self.engine);
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    drop(f);
+                    continue;
+                }
+                _follower = Some(f);
+                break;
             }
         }
         let seen = self.me.delivered.load(Ordering::Acquire);
@@ -227,8 +237,11 @@ impl Flow {
             return Err(EngineError::NothingInFlight);
         }
         let mut ready = self.ready.borrow_mut();
+        // With `lead`: run the engine until a result is in, if nobody else runs it; else wait below as a
+        // follower (registered until this returns).
+        let mut _follower = None;
         if ready.is_empty() && self.engine.lead {
-            // Run the engine until a result is in, if nobody else runs it; else wait below.
+            let until = || !lock(&self.me.state).done.is_empty();
             loop {
                 {
                     let mut st = lock(&self.me.state);
@@ -237,9 +250,16 @@ impl Flow {
                         break;
                     }
                 }
-                if !crate::reactor::lead_until(&self.engine, &|| !lock(&self.me.state).done.is_empty()) {
-                    break;
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    continue;
                 }
+                let f = Follower::new(&self.engine);
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    drop(f);
+                    continue;
+                }
+                _follower = Some(f);
+                break;
             }
         }
         if ready.is_empty() {
@@ -268,6 +288,8 @@ impl Flow {
         }
         let mut ready = self.ready.borrow_mut();
         if ready.is_empty() {
+            // With `lead`, a follower: the reactor thread serves the engine while this waits (it does not lead).
+            let _follower = self.engine.lead.then(|| Follower::new(&self.engine));
             let mut st = lock(&self.me.state);
             while st.done.is_empty() {
                 let now = std::time::Instant::now();

@@ -74,6 +74,8 @@ use std::thread::JoinHandle;
 pub const DEFAULT_TAG_LIMIT: u32 = 32;
 /// Default [`EngineConfig::spin_us`], in microseconds.
 pub const DEFAULT_SPIN_US: u32 = 0;
+/// Default [`EngineConfig::standby_us`], in microseconds.
+pub const DEFAULT_STANDBY_US: u32 = 1000;
 /// Default [`EngineConfig::ring_entries`]: submission queue entries of the io_uring instance.
 pub const DEFAULT_RING_ENTRIES: u32 = 256;
 
@@ -99,6 +101,13 @@ pub struct EngineConfig {
     /// whenever no client does (timers, other flows, shutdown). The ring is then a plain one (several threads
     /// submit), not `SINGLE_ISSUER | DEFER_TASKRUN`. Measured in docs/ENGINE.md and docs/PERFORMANCE.md.
     pub lead: bool,
+    /// With [`EngineConfig::lead`]: while clients run the engine loop, the reactor thread stands by (off the
+    /// ring, so their completions do not wake it) and looks every `standby_us` microseconds whether they still
+    /// do; when a whole period passed without a client running the loop, and at once when a client waits
+    /// without leading, it serves the engine itself. So requests nobody waits for (and the policy's timers, and
+    /// queued requests a completion would let out) may wait up to about twice this long when every client
+    /// stops running the loop. Default 1000 (an estimate; measured in docs/ENGINE.md).
+    pub standby_us: u32,
 }
 
 impl Default for EngineConfig {
@@ -109,6 +118,7 @@ impl Default for EngineConfig {
             device: DeviceInfo::ssd(),
             spin_us: DEFAULT_SPIN_US,
             lead: false,
+            standby_us: DEFAULT_STANDBY_US,
         }
     }
 }
@@ -233,6 +243,9 @@ pub struct EngineStats {
     pub client_leads: u64,
     /// Times a client leading the loop blocked in `io_uring_enter` for the next completion.
     pub leader_sleeps: u64,
+    /// Times the reactor thread stood by (off the ring) because clients were running the loop
+    /// ([`EngineConfig::lead`]).
+    pub reactor_standbys: u64,
     /// Times a submitting client took its request to the kernel itself because nobody ran the loop
     /// ([`EngineConfig::lead`]).
     pub inline_serves: u64,
@@ -280,6 +293,11 @@ impl Engine {
             spin_ns: u64::from(cfg.spin_us) * 1000,
             lead: cfg.lead,
             core: Mutex::new(None),
+            activity: AtomicU64::new(0),
+            followers: AtomicU32::new(0),
+            standby_wake: Mutex::new(false),
+            standby_cv: std::sync::Condvar::new(),
+            standby: std::time::Duration::from_micros(u64::from(cfg.standby_us.max(1))),
         });
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let sh = Arc::clone(&shared);

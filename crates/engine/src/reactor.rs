@@ -226,6 +226,7 @@ fn try_core(shared: &Shared) -> Option<CoreGuard<'_>> {
 /// `Shared::core` only while it works, and waits for the next completion (an I/O, a timer, an eventfd kick or a
 /// client's wake-up no-op) without it, so that a client may take over meanwhile.
 fn run_shared(shared: &Arc<Shared>) -> EngineStats {
+    let mut last_activity = shared.activity.load(Ordering::SeqCst);
     loop {
         let mut g = lock(&shared.core);
         let Some(r) = g.as_mut() else {
@@ -247,6 +248,34 @@ fn run_shared(shared: &Arc<Shared>) -> EngineStats {
             r.poison(e.to_string());
             continue;
         }
+        let must_serve = r.closed_seen || r.poisoned.is_some();
+        // Clients ran the loop since the reactor last looked, and none waits without leading: stand by (off the
+        // ring) until a whole period passes without a client pass, or someone asks for the reactor.
+        let act = shared.activity.load(Ordering::SeqCst);
+        if !must_serve && act != last_activity && shared.followers.load(Ordering::SeqCst) == 0 {
+            r.stats.reactor_standbys += 1;
+            r.publish();
+            drop(g);
+            last_activity = act;
+            // A client that found the loop taken (by this thread) and registered as a follower meanwhile: serve
+            // it (it registers, then tries to lead; this unlocks, then looks: one of the two sees the other).
+            fence(Ordering::SeqCst);
+            if shared.followers.load(Ordering::SeqCst) > 0 {
+                continue;
+            }
+            loop {
+                if shared.stand_by() {
+                    break;
+                }
+                let now = shared.activity.load(Ordering::SeqCst);
+                if now == last_activity || shared.followers.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                last_activity = now;
+            }
+            continue;
+        }
+        last_activity = act;
         r.stats.reactor_sleeps += 1;
         r.publish();
         let fd = r.ring.as_raw_fd();
@@ -267,6 +296,7 @@ pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
         return false;
     };
     r.stats.client_leads += 1;
+    shared.activity.fetch_add(1, Ordering::SeqCst);
     loop {
         shared.sleeping.store(false, Ordering::SeqCst);
         if r.step() || until() {
@@ -281,6 +311,8 @@ pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
         }
     }
     r.release();
+    drop(g);
+    shared.after_release();
     true
 }
 
@@ -295,9 +327,12 @@ pub(crate) fn serve_inline(shared: &Shared) -> bool {
         return false;
     };
     r.stats.inline_serves += 1;
+    shared.activity.fetch_add(1, Ordering::SeqCst);
     shared.sleeping.store(false, Ordering::SeqCst);
     r.step();
     r.release();
+    drop(g);
+    shared.after_release();
     true
 }
 

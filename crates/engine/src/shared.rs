@@ -93,6 +93,17 @@ pub(crate) struct Shared {
     /// With `lead`: the engine's state (ring, policy, requests), held by whichever thread runs the loop. The
     /// reactor thread puts it here at start and takes it out when it exits. `None` without `lead`.
     pub core: Mutex<Option<Box<Reactor>>>,
+    /// With `lead`: loop passes run by clients so far (leads and inline serves). The reactor thread stands by
+    /// while this moves, and takes over when it has not moved for `standby`.
+    pub activity: AtomicU64,
+    /// With `lead`: clients waiting for a result on their condition variable (not running the loop); while there
+    /// are any, the reactor thread serves the engine instead of standing by.
+    pub followers: AtomicU32,
+    /// With `lead`: set to wake the reactor thread from its stand-by early (a follower appeared, or shutdown).
+    pub standby_wake: Mutex<bool>,
+    pub standby_cv: Condvar,
+    /// With `lead`: how long the reactor thread stands by between looks at `activity`.
+    pub standby: std::time::Duration,
 }
 
 impl Shared {
@@ -121,11 +132,48 @@ impl Shared {
 
     /// Marks the inbox closed. Returns false if it already was.
     pub fn close(&self) -> bool {
-        let mut inbox = lock(&self.inbox);
-        let was_open = !inbox.closed;
-        inbox.closed = true;
-        self.has_cmds.store(true, Ordering::SeqCst);
+        let was_open = {
+            let mut inbox = lock(&self.inbox);
+            let was_open = !inbox.closed;
+            inbox.closed = true;
+            self.has_cmds.store(true, Ordering::SeqCst);
+            was_open
+        };
+        if self.lead {
+            self.wake_standby();
+        }
         was_open
+    }
+
+    /// With `lead`: ends the reactor thread's stand-by now (it then serves the engine).
+    pub fn wake_standby(&self) {
+        *lock(&self.standby_wake) = true;
+        self.standby_cv.notify_one();
+    }
+
+    /// With `lead`: the reactor thread stands by for up to `standby`. True if it was woken by
+    /// [`Shared::wake_standby`], false if the time ran out.
+    pub fn stand_by(&self) -> bool {
+        let mut w = lock(&self.standby_wake);
+        if !*w {
+            w = self
+                .standby_cv
+                .wait_timeout(w, self.standby)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        std::mem::replace(&mut *w, false)
+    }
+
+    /// With `lead`: after a client stopped running the loop, makes sure a waiting follower is served: if any
+    /// client waits on its condition variable, the reactor thread is woken from its stand-by. Pairs with the
+    /// follower's registration then second attempt to lead (SeqCst on both sides): either the follower finds
+    /// the loop free and leads, or this sees the follower.
+    pub fn after_release(&self) {
+        fence(Ordering::SeqCst);
+        if self.followers.load(Ordering::SeqCst) > 0 {
+            self.wake_standby();
+        }
     }
 
     /// Wakes the reactor unconditionally.
@@ -136,6 +184,24 @@ impl Shared {
         unsafe {
             libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8);
         }
+    }
+}
+
+/// With `lead`: a client registered as waiting without running the loop, for as long as this lives (see
+/// [`Shared::after_release`]).
+pub(crate) struct Follower<'a>(&'a Shared);
+
+impl<'a> Follower<'a> {
+    pub fn new(shared: &'a Shared) -> Follower<'a> {
+        shared.followers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        Follower(shared)
+    }
+}
+
+impl Drop for Follower<'_> {
+    fn drop(&mut self) {
+        self.0.followers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
