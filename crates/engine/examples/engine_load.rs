@@ -1,7 +1,7 @@
 //! Profiling helper: the engine alone, one flow keeping QD reads of BS bytes in flight against a device or file,
 //! random (default) or sequential.
 //!
-//! `[SPIN_US=n] [LEAD=1] [TUNABLES=k=v,k=v] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
+//! `[SPIN_US=n] [LEAD=1] [STANDBY_US=n] [TUNABLES=k=v,k=v] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
 use std::path::Path;
@@ -22,9 +22,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spin_us = std::env::var("SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     // LEAD=1 sets EngineConfig::lead (leader/followers).
     let lead = std::env::var("LEAD").is_ok_and(|v| v == "1");
+    // STANDBY_US=n sets EngineConfig::standby_us (with LEAD=1).
+    let standby_us = std::env::var("STANDBY_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(bfq_engine::DEFAULT_STANDBY_US);
     let cfg = EngineConfig {
         spin_us,
         lead,
+        standby_us,
         ..EngineConfig::for_path(path)
     };
     // TUNABLES=slice_idle=0,... passes sysfs-style tunables to the policy.
@@ -71,12 +77,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let st = engine.shutdown()?;
     let per = |v: u64| v as f64 / ops as f64;
     println!(
-        "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, kicks {:.3}, client wake-ups {:.3}, \
+        "{:.0} IOPS {:.1} MiB/s; per request: reactor sleeps {:.3}, reactor stand-bys {:.4}, kicks {:.3}, \
+         client wake-ups {:.3}, \
          client leads {:.3}, leader sleeps {:.3}, inline serves {:.3}, timers armed {:.3}, policy {:.0} ns, \
          process CPU {:.0} ns",
         ops as f64 / el,
         ops as f64 * bs as f64 / el / (1 << 20) as f64,
         per(st.reactor_sleeps),
+        per(st.reactor_standbys),
         per(st.reactor_kicks),
         per(st.client_wakeups),
         per(st.client_leads),

@@ -250,11 +250,13 @@ fn engine_run(dev: &Path, job: Job, runtime: u64, spec: &str) -> Res<Run> {
     let stats = engine.shutdown().map_err(|e| e.to_string())?;
     let per = |v: u64| v as f64 / stats.completed.max(1) as f64;
     eprintln!(
-        "    engine {spec}: {} requests; per request: policy {:.0} ns, reactor sleeps {:.3}, kicks {:.3}, \
+        "    engine {spec}: {} requests; per request: policy {:.0} ns, reactor sleeps {:.3}, stand-bys {:.4}, \
+         kicks {:.3}, \
          client wake-ups {:.3}, client leads {:.3}, inline serves {:.3}",
         stats.completed,
         per(stats.policy_ns),
         per(stats.reactor_sleeps),
+        per(stats.reactor_standbys),
         per(stats.reactor_kicks),
         per(stats.client_wakeups),
         per(stats.client_leads),
