@@ -1,7 +1,7 @@
 //! Profiling helper: the engine alone, one flow keeping QD reads of BS bytes in flight against a device or file,
 //! random (default) or sequential.
 //!
-//! `[SPIN_US=n] [LEAD=1] [STANDBY_US=n] [TUNABLES=k=v,k=v] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
+//! `[SPIN_US=n] [LEAD=1] [STANDBY_US=n] [POLL=1] [TUNABLES=k=v,k=v] cargo run -p bfq-engine --release --example engine_load -- PATH [SECONDS] [POLICY] [BS] [QD] [seq]`
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
 use std::path::Path;
@@ -60,8 +60,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut ops = 0u64;
     let mut now = t0;
+    // POLL=1: the client never waits; it polls `try_wait` (yielding the CPU between polls), the case in which,
+    // with LEAD=1, nobody runs the engine loop but the reactor thread after its stand-by.
+    let poll = std::env::var("POLL").is_ok_and(|v| v == "1");
     while flow.in_flight() > 0 {
-        let c = flow.wait()?;
+        let c = if poll {
+            loop {
+                if let Some(c) = flow.try_wait() {
+                    break c;
+                }
+                std::thread::yield_now();
+            }
+        } else {
+            flow.wait()?
+        };
         c.result?;
         ops += 1;
         if ops.is_multiple_of(32) {

@@ -246,8 +246,8 @@ pub struct EngineStats {
     /// Times the reactor thread stood by (off the ring) because clients were running the loop
     /// ([`EngineConfig::lead`]).
     pub reactor_standbys: u64,
-    /// Times a submitting client took its request to the kernel itself because nobody ran the loop
-    /// ([`EngineConfig::lead`]).
+    /// Times a submitting client (or one polling with [`Flow::try_wait`] and finding nothing) ran one pass of the
+    /// loop itself because nobody ran it ([`EngineConfig::lead`]).
     pub inline_serves: u64,
     /// Idle timers armed for the policy's `WaitUntil`.
     pub timers_armed: u64,

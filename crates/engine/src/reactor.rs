@@ -316,9 +316,10 @@ pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
     true
 }
 
-/// With [`EngineConfig::lead`]: right after a client queued a command, if no other thread runs the engine, the
-/// client runs one pass itself (the policy sees the request and what it dispatches goes to the kernel from this
-/// thread). False if another thread runs the engine (the caller then wakes it if it sleeps).
+/// With [`EngineConfig::lead`]: right after a client queued a command (or polled and found nothing), if no other
+/// thread runs the engine, the client runs one pass itself (the policy sees the request and what it dispatches
+/// goes to the kernel from this thread). False if another thread runs the engine (a sender then wakes it if it
+/// sleeps).
 pub(crate) fn serve_inline(shared: &Shared) -> bool {
     let Some(mut g) = try_core(shared) else {
         return false;
@@ -505,8 +506,10 @@ impl Reactor {
     fn release(&mut self) {
         loop {
             self.arm_eventfd();
-            if let Err(e) = self.enter(0) {
-                self.poison(e.to_string());
+            if !self.ring.submission().is_empty() {
+                if let Err(e) = self.enter(0) {
+                    self.poison(e.to_string());
+                }
             }
             self.shared.sleeping.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
