@@ -197,7 +197,7 @@ impl Flow {
     ) -> Result<(), EngineError> {
         let len = self.check(file, offset, buf.len(), buf.as_ptr() as usize, dir)?;
         let ptr = buf.as_mut_ptr();
-        self.engine.send(Cmd::Io(IoCmd {
+        let cmd = Cmd::Io(IoCmd {
             flow: self.id,
             dir,
             file: file.index,
@@ -207,7 +207,12 @@ impl Flow {
             buf: Some(buf),
             tag,
             sync,
-        }))?;
+        });
+        if self.engine.lead && self.outstanding.get() > 0 {
+            self.engine.send_deferred(cmd)?;
+        } else {
+            self.engine.send(cmd)?;
+        }
         self.outstanding.set(self.outstanding.get() + 1);
         Ok(())
     }

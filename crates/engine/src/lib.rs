@@ -8,7 +8,9 @@
 //! [`Flow::wait`]) to keep several requests in flight. Each request is inserted into the policy; the reactor
 //! dispatches while fewer than [`EngineConfig::tag_limit`] requests are at the device, implements
 //! [`Decision::WaitUntil`](bfq_sched::Decision::WaitUntil) with an io_uring timeout, and hands completions back
-//! to the flow that issued them.
+//! to the flow that issued them. With [`EngineConfig::lead`] (off by default) a client that waits, submits or
+//! polls while nobody runs that loop runs it itself (leader/followers), so a round trip needs no thread hand-off;
+//! the reactor thread then serves only when no client does (docs/ENGINE.md, "Leader/followers").
 //!
 //! ```no_run
 //! use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
@@ -295,6 +297,7 @@ impl Engine {
             core: Mutex::new(None),
             activity: AtomicU64::new(0),
             followers: AtomicU32::new(0),
+            reactor_in_ring: AtomicBool::new(false),
             standby_wake: Mutex::new(false),
             standby_cv: std::sync::Condvar::new(),
             standby: std::time::Duration::from_micros(u64::from(cfg.standby_us.max(1))),

@@ -255,12 +255,15 @@ fn run_shared(shared: &Arc<Shared>) -> EngineStats {
         if !must_serve && act != last_activity && shared.followers.load(Ordering::SeqCst) == 0 {
             r.stats.reactor_standbys += 1;
             r.publish();
+            // Nobody sleeps on the ring now: senders need not kick.
+            shared.sleeping.store(false, Ordering::SeqCst);
             drop(g);
             last_activity = act;
-            // A client that found the loop taken (by this thread) and registered as a follower meanwhile: serve
-            // it (it registers, then tries to lead; this unlocks, then looks: one of the two sees the other).
+            // A client that found the loop taken (by this thread) and registered as a follower, or queued a
+            // command, meanwhile: serve it (it registers or queues, then tries the mutex; this unlocks, then
+            // looks: one of the two sees the other).
             fence(Ordering::SeqCst);
-            if shared.followers.load(Ordering::SeqCst) > 0 {
+            if shared.followers.load(Ordering::SeqCst) > 0 || shared.has_cmds.load(Ordering::SeqCst) {
                 continue;
             }
             loop {
@@ -279,8 +282,10 @@ fn run_shared(shared: &Arc<Shared>) -> EngineStats {
         r.stats.reactor_sleeps += 1;
         r.publish();
         let fd = r.ring.as_raw_fd();
+        shared.reactor_in_ring.store(true, Ordering::SeqCst);
         drop(g);
         wait_ring(fd);
+        shared.reactor_in_ring.store(false, Ordering::SeqCst);
     }
 }
 
@@ -511,7 +516,9 @@ impl Reactor {
                     self.poison(e.to_string());
                 }
             }
-            self.shared.sleeping.store(true, Ordering::SeqCst);
+            // Senders must kick only if the reactor thread waits on the ring.
+            let in_ring = self.shared.reactor_in_ring.load(Ordering::SeqCst);
+            self.shared.sleeping.store(in_ring, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             if !self.shared.has_cmds.load(Ordering::SeqCst) {
                 break;

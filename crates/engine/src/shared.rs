@@ -93,8 +93,9 @@ pub(crate) struct Shared {
     /// With `lead`: the engine's state (ring, policy, requests), held by whichever thread runs the loop. The
     /// reactor thread puts it here at start and takes it out when it exits. `None` without `lead`.
     pub core: Mutex<Option<Box<Reactor>>>,
-    /// With `lead`: loop passes run by clients so far (leads and inline serves). The reactor thread stands by
-    /// while this moves, and takes over when it has not moved for `standby`.
+    /// With `lead`: loop passes run by clients so far (leads and inline serves) and requests they queued for
+    /// their next pass. The reactor thread stands by while this moves, and takes over when it has not moved for
+    /// `standby`.
     pub activity: AtomicU64,
     /// With `lead`: clients waiting for a result on their condition variable (not running the loop); while there
     /// are any, the reactor thread serves the engine instead of standing by.
@@ -102,6 +103,9 @@ pub(crate) struct Shared {
     /// With `lead`: set to wake the reactor thread from its stand-by early (a follower appeared, or shutdown).
     pub standby_wake: Mutex<bool>,
     pub standby_cv: Condvar,
+    /// With `lead`: the reactor thread waits on the ring (not standing by): a client leaving the loop leaves
+    /// `sleeping` set only then.
+    pub reactor_in_ring: AtomicBool,
     /// With `lead`: how long the reactor thread stands by between looks at `activity`.
     pub standby: std::time::Duration,
 }
@@ -120,6 +124,32 @@ impl Shared {
         if self.lead && crate::reactor::serve_inline(self) {
             return Ok(());
         }
+        self.wake_if_sleeping();
+        Ok(())
+    }
+
+    /// With `lead`: queues a client's asynchronous request without running a pass, because the client has other
+    /// requests outstanding and will run the loop when it waits or polls for them (so that a batch of its
+    /// submissions goes to the policy and the kernel at once, in the `io_uring_enter` it then waits in). Wakes
+    /// the thread sleeping on the ring if there is one. If the client neither waits nor polls, the reactor thread
+    /// takes the request after its stand-by.
+    pub fn send_deferred(&self, cmd: Cmd) -> Result<(), EngineError> {
+        {
+            let mut inbox = lock(&self.inbox);
+            if inbox.closed {
+                return Err(EngineError::ShutDown);
+            }
+            inbox.cmds.push(cmd);
+            self.has_cmds.store(true, Ordering::SeqCst);
+        }
+        // The client is active (it will run the loop when it waits or polls): the reactor keeps standing by.
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        self.wake_if_sleeping();
+        Ok(())
+    }
+
+    /// After queueing a command: wakes the thread sleeping on the ring, if one announced it.
+    fn wake_if_sleeping(&self) {
         // Pairs with the reactor's store of `sleeping` then load of `has_cmds`: either it sees our command or we
         // see it asleep.
         fence(Ordering::SeqCst);
@@ -127,7 +157,6 @@ impl Shared {
             self.kicks.fetch_add(1, Ordering::Relaxed);
             self.kick();
         }
-        Ok(())
     }
 
     /// Marks the inbox closed. Returns false if it already was.
