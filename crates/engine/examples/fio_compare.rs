@@ -8,11 +8,20 @@
 //! deletes the file, also on error or Ctrl-C.
 //!
 //! `--policies noop,bfq` runs the engine once per listed policy in each repetition (default: noop only), so that
-//! the table also gives each policy's IOPS against the first one's (paired within each repetition).
+//! the table also gives each policy's IOPS against the first one's (paired within each repetition). A policy
+//! written `name+lead` runs the engine with [`EngineConfig::lead`] (leader/followers), so `noop,noop+lead` pairs
+//! the two designs.
+//!
+//! `--device PATH` uses an existing block device (for example one made by `bfq loopdev create --fs none DIR`,
+//! as `DIR/device`) instead of making a file and a loop device; its scheduler is set to `none`, and it is neither
+//! detached nor deleted at the end.
+//!
+//! Besides IOPS, each run's CPU time per request is printed: the engine process's own (user + system, all its
+//! threads), and fio's job CPU (`usr_cpu + sys_cpu` of its JSON report times the run time).
 //!
 //! ```text
 //! cargo run -p bfq-engine --release --example fio_compare -- [--size-mib 1024] [--runtime 10] [--reps 3] \
-//!     [--policies noop,bfq] [--job randread|read]
+//!     [--policies noop,bfq,noop+lead,bfq+lead] [--job randread|read] [--device /dev/loopN]
 //! ```
 
 use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
@@ -87,6 +96,8 @@ const JOBS: [Job; 2] = [
 struct Run {
     iops: f64,
     bw: f64,
+    /// CPU time per request, in nanoseconds.
+    cpu_ns: f64,
 }
 
 fn arg(args: &[String], name: &str, default: u64) -> Res<u64> {
@@ -149,7 +160,13 @@ fn fio(dev: &str, job: Job, runtime: u64) -> Res<(Run, String)> {
     let read = &v["jobs"][0]["read"];
     let iops = read["iops"].as_f64().ok_or("no read.iops in fio output")?;
     let bw = read["bw_bytes"].as_f64().ok_or("no read.bw_bytes in fio output")?;
-    Ok((Run { iops, bw }, cmd))
+    let job0 = &v["jobs"][0];
+    // usr_cpu and sys_cpu are percentages of the job's run time.
+    let cpu_pct = job0["usr_cpu"].as_f64().unwrap_or(0.0) + job0["sys_cpu"].as_f64().unwrap_or(0.0);
+    let run_s = job0["job_runtime"].as_f64().unwrap_or(0.0) / 1000.0;
+    let ops = read["total_ios"].as_f64().unwrap_or(0.0).max(1.0);
+    let cpu_ns = cpu_pct / 100.0 * run_s * 1e9 / ops;
+    Ok((Run { iops, bw, cpu_ns }, cmd))
 }
 
 fn warm(dev: &str) -> Res<()> {
@@ -170,8 +187,23 @@ fn warm(dev: &str) -> Res<()> {
     }
 }
 
-fn engine_run(dev: &Path, job: Job, runtime: u64, policy: &str) -> Res<Run> {
-    let cfg = EngineConfig::for_path(dev);
+/// CPU time (user + system) of this process so far, all threads, in nanoseconds.
+fn cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn engine_run(dev: &Path, job: Job, runtime: u64, spec: &str) -> Res<Run> {
+    let (policy, lead) = match spec.strip_suffix("+lead") {
+        Some(p) => (p, true),
+        None => (spec, false),
+    };
+    let cfg = EngineConfig {
+        lead,
+        ..EngineConfig::for_path(dev)
+    };
     let engine = Engine::start_named::<&str>(policy, &[], cfg).map_err(|e| e.to_string())?;
     let file = engine.open(dev, false).map_err(|e| e.to_string())?;
     let flow = engine.flow(FlowOptions::named(job.name)).map_err(|e| e.to_string())?;
@@ -190,7 +222,7 @@ fn engine_run(dev: &Path, job: Job, runtime: u64, policy: &str) -> Res<Run> {
             o
         }
     };
-    let t0 = Instant::now();
+    let (cpu0, t0) = (cpu_ns(), Instant::now());
     let end = t0 + Duration::from_secs(runtime);
     for _ in 0..job.qd {
         flow.submit_read(file, next(&mut rng), AlignedBuf::new(job.bs), 0)
@@ -213,17 +245,27 @@ fn engine_run(dev: &Path, job: Job, runtime: u64, policy: &str) -> Res<Run> {
         }
     }
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = (cpu_ns() - cpu0) as f64;
     drop(flow);
     let stats = engine.shutdown().map_err(|e| e.to_string())?;
+    let per = |v: u64| v as f64 / stats.completed.max(1) as f64;
     eprintln!(
-        "    engine {policy}: {} requests, policy {:.0} ns/request, {} reactor sleeps",
+        "    engine {spec}: {} requests; per request: policy {:.0} ns, reactor sleeps {:.3}, stand-bys {:.4}, \
+         kicks {:.3}, \
+         client wake-ups {:.3}, client leads {:.3}, inline serves {:.3}",
         stats.completed,
-        stats.policy_ns as f64 / stats.completed.max(1) as f64,
-        stats.reactor_sleeps
+        per(stats.policy_ns),
+        per(stats.reactor_sleeps),
+        per(stats.reactor_standbys),
+        per(stats.reactor_kicks),
+        per(stats.client_wakeups),
+        per(stats.client_leads),
+        per(stats.inline_serves)
     );
     Ok(Run {
         iops: ops as f64 / secs,
         bw: bytes as f64 / secs,
+        cpu_ns: cpu / ops.max(1) as f64,
     })
 }
 
@@ -265,7 +307,7 @@ fn real_main() -> Res<()> {
         None => vec!["noop".to_string()],
     };
     for p in &policies {
-        if bfq_sched::find(p).is_none() {
+        if bfq_sched::find(p.strip_suffix("+lead").unwrap_or(p)).is_none() {
             return Err(format!("--policies: unknown policy {p} (see `bfq list`)"));
         }
     }
@@ -283,20 +325,38 @@ fn real_main() -> Res<()> {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-    let path = PathBuf::from(format!("/var/tmp/bfq-fio-compare-{}.img", std::process::id()));
-    let _file_guard = FileGuard(path.clone());
-    eprintln!("writing {size_mib} MiB to {} ...", path.display());
-    fill_file(&path, size_mib << 20)?;
-    let out = Command::new("losetup")
-        .args(["--direct-io=on", "--find", "--show"])
-        .arg(&path)
-        .output()
-        .map_err(|e| format!("losetup: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("losetup: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let _loop_guard = LoopGuard(dev.clone());
+    let given = args
+        .iter()
+        .position(|a| a == "--device")
+        .map(|i| args.get(i + 1).ok_or("--device needs a path, e.g. /mnt/x/device"))
+        .transpose()?;
+    let (dev, _file_guard, _loop_guard) = match given {
+        Some(d) => {
+            let real = fs::canonicalize(d).map_err(|e| format!("--device {d}: {e}"))?;
+            let dev = real.to_string_lossy().to_string();
+            if !dev.starts_with("/dev/") {
+                return Err(format!("--device {d}: {dev} is not a block device under /dev"));
+            }
+            (dev, None, None)
+        }
+        None => {
+            let path = PathBuf::from(format!("/var/tmp/bfq-fio-compare-{}.img", std::process::id()));
+            let file_guard = FileGuard(path.clone());
+            eprintln!("writing {size_mib} MiB to {} ...", path.display());
+            fill_file(&path, size_mib << 20)?;
+            let out = Command::new("losetup")
+                .args(["--direct-io=on", "--find", "--show"])
+                .arg(&path)
+                .output()
+                .map_err(|e| format!("losetup: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("losetup: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+            let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let loop_guard = LoopGuard(dev.clone());
+            (dev, Some(file_guard), Some(loop_guard))
+        }
+    };
     let name = dev.trim_start_matches("/dev/");
     fs::write(format!("/sys/block/{name}/queue/scheduler"), "none")
         .map_err(|e| format!("setting {name}'s scheduler to none: {e}"))?;
@@ -339,12 +399,15 @@ fn real_main() -> Res<()> {
                 } else {
                     engine_run(Path::new(&dev), *job, runtime, &policies[who - 1])?
                 };
+                let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
                 let line = format!(
-                    "rep {r} {:<18} {:<12} {:>10.0} IOPS {:>8.1} MiB/s",
+                    "rep {r} {:<18} {:<17} {:>10.0} IOPS {:>8.1} MiB/s {:>7.0} ns CPU/request  load {}",
                     job.name,
                     names[who],
                     run.iops,
-                    run.bw / (1 << 20) as f64
+                    run.bw / (1 << 20) as f64,
+                    run.cpu_ns,
+                    load.split_whitespace().next().unwrap_or("?")
                 );
                 eprintln!("{line}");
                 log.push(line);
@@ -354,12 +417,15 @@ fn real_main() -> Res<()> {
     }
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "kernel {}, {} CPUs, load average at the end {}; {} MiB file on {dev} (direct-io, scheduler none); \
+        "kernel {}, {} CPUs, load average at the end {}; {} MiB on {dev} (direct-io, scheduler none); \
          {reps} repetitions of {runtime} s, interleaved; engine: {}, one flow, tag limit 32",
         kernel.trim(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
-        size_mib,
+        fs::read_to_string(format!("/sys/block/{name}/size"))
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(size_mib, |sectors| (sectors * 512) >> 20),
         policies.join(", ")
     );
     println!();
@@ -367,8 +433,8 @@ fn real_main() -> Res<()> {
         println!("    {line}");
     }
     println!();
-    println!("| job | contender | median IOPS | median MiB/s | / fio (medians) | median of paired ratios to fio | median of paired ratios to engine {} |", policies[0]);
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("| job | contender | median IOPS (min-max) | median MiB/s | / fio (medians) | median of paired ratios to fio (min-max) | median of paired ratios to engine {} | median CPU ns/request |", policies[0]);
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for (j, job) in JOBS.iter().enumerate() {
         if results[j][0].is_empty() {
             continue;
@@ -382,15 +448,28 @@ fn real_main() -> Res<()> {
             // Each repetition's run against the fio run (and the first policy's run) of the same repetition.
             let mut to_fio: Vec<f64> = fio_iops.iter().zip(&iops).map(|(f, e)| e / f).collect();
             let mut to_first: Vec<f64> = first.iter().zip(&iops).map(|(f, e)| e / f).collect();
+            let mut cpu: Vec<f64> = results[j][who].iter().map(|r| r.cpu_ns).collect();
             let m = median(&mut iops.clone());
+            let lo_hi = |v: &[f64]| {
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (lo, hi)
+            };
+            let (ilo, ihi) = lo_hi(&iops);
+            let (flo, fhi) = lo_hi(&to_fio);
             println!(
-                "| {} | {name} | {:.0} | {:.1} | {:.1}% | {:.1}% | {:.1}% |",
+                "| {} | {name} | {:.0} ({:.0}-{:.0}) | {:.1} | {:.1}% | {:.1}% ({:.1}-{:.1}%) | {:.1}% | {:.0} |",
                 job.name,
                 m,
+                ilo,
+                ihi,
                 median(&mut bw) / (1 << 20) as f64,
                 100.0 * m / fio_median,
                 100.0 * median(&mut to_fio),
-                100.0 * median(&mut to_first)
+                100.0 * flo,
+                100.0 * fhi,
+                100.0 * median(&mut to_first),
+                median(&mut cpu)
             );
         }
     }

@@ -124,8 +124,10 @@ fn serve_gets(engine: &Engine, file: FileRef, opts: FlowOptions, until: Instant)
 
 fn run(setup: &Setup, path: &Path) -> Result<Outcome, EngineError> {
     let policy = setup.policy;
+    // LEAD=1 runs the engine with leader/followers (EngineConfig::lead).
     let cfg = EngineConfig {
         tag_limit: TAG_LIMIT,
+        lead: std::env::var("LEAD").is_ok_and(|v| v == "1"),
         ..EngineConfig::for_path(path)
     };
     let engine = Arc::new(Engine::start_named(policy, setup.tunables, cfg)?);

@@ -2,7 +2,7 @@
 
 use crate::buf::AlignedBuf;
 use crate::error::EngineError;
-use crate::shared::{lock, Cmd, Completion, FlowShared, IoCmd, Shared};
+use crate::shared::{lock, Cmd, Completion, FlowShared, Follower, IoCmd, Shared};
 use crate::FileRef;
 use bfq_sched::{Direction, FlowId};
 use std::cell::{Cell, RefCell};
@@ -101,6 +101,27 @@ impl Flow {
     /// Waits for the result of the one blocking request in flight. The reactor always delivers one: a request
     /// accepted before shutdown completes, and a failing reactor fails what it holds.
     fn wait_sync(&self) -> Result<usize, EngineError> {
+        // With `lead`: run the engine until the result is in, if nobody else runs it; else wait below as a
+        // follower (registered until this returns).
+        let mut _follower = None;
+        if self.engine.lead {
+            let until = || lock(&self.me.state).sync.is_some();
+            loop {
+                if let Some(r) = lock(&self.me.state).sync.take() {
+                    return r;
+                }
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    continue;
+                }
+                let f = Follower::new(&self.engine);
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    drop(f);
+                    continue;
+                }
+                _follower = Some(f);
+                break;
+            }
+        }
         let seen = self.me.delivered.load(Ordering::Acquire);
         let mut st = lock(&self.me.state);
         if st.sync.is_none() {
@@ -176,7 +197,7 @@ impl Flow {
     ) -> Result<(), EngineError> {
         let len = self.check(file, offset, buf.len(), buf.as_ptr() as usize, dir)?;
         let ptr = buf.as_mut_ptr();
-        self.engine.send(Cmd::Io(IoCmd {
+        let cmd = Cmd::Io(IoCmd {
             flow: self.id,
             dir,
             file: file.index,
@@ -186,7 +207,12 @@ impl Flow {
             buf: Some(buf),
             tag,
             sync,
-        }))?;
+        });
+        if self.engine.lead && self.outstanding.get() > 0 {
+            self.engine.send_deferred(cmd)?;
+        } else {
+            self.engine.send(cmd)?;
+        }
         self.outstanding.set(self.outstanding.get() + 1);
         Ok(())
     }
@@ -216,6 +242,31 @@ impl Flow {
             return Err(EngineError::NothingInFlight);
         }
         let mut ready = self.ready.borrow_mut();
+        // With `lead`: run the engine until a result is in, if nobody else runs it; else wait below as a
+        // follower (registered until this returns).
+        let mut _follower = None;
+        if ready.is_empty() && self.engine.lead {
+            let until = || !lock(&self.me.state).done.is_empty();
+            loop {
+                {
+                    let mut st = lock(&self.me.state);
+                    if !st.done.is_empty() {
+                        std::mem::swap(&mut *ready, &mut st.done);
+                        break;
+                    }
+                }
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    continue;
+                }
+                let f = Follower::new(&self.engine);
+                if crate::reactor::lead_until(&self.engine, &until) {
+                    drop(f);
+                    continue;
+                }
+                _follower = Some(f);
+                break;
+            }
+        }
         if ready.is_empty() {
             let seen = self.me.delivered.load(Ordering::Acquire);
             let mut st = lock(&self.me.state);
@@ -242,6 +293,8 @@ impl Flow {
         }
         let mut ready = self.ready.borrow_mut();
         if ready.is_empty() {
+            // With `lead`, a follower: the reactor thread serves the engine while this waits (it does not lead).
+            let _follower = self.engine.lead.then(|| Follower::new(&self.engine));
             let mut st = lock(&self.me.state);
             while st.done.is_empty() {
                 let now = std::time::Instant::now();
@@ -270,6 +323,11 @@ impl Flow {
         }
         let mut ready = self.ready.borrow_mut();
         if ready.is_empty() {
+            // With `lead`, a client that polls and finds nothing runs one pass of the loop if it is free (reaping
+            // what completed), so that polling makes progress without the reactor thread.
+            if self.engine.lead && lock(&self.me.state).done.is_empty() {
+                crate::reactor::serve_inline(&self.engine);
+            }
             let mut st = lock(&self.me.state);
             std::mem::swap(&mut *ready, &mut st.done);
         }

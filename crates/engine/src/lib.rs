@@ -8,7 +8,9 @@
 //! [`Flow::wait`]) to keep several requests in flight. Each request is inserted into the policy; the reactor
 //! dispatches while fewer than [`EngineConfig::tag_limit`] requests are at the device, implements
 //! [`Decision::WaitUntil`](bfq_sched::Decision::WaitUntil) with an io_uring timeout, and hands completions back
-//! to the flow that issued them.
+//! to the flow that issued them. With [`EngineConfig::lead`] (off by default) a client that waits, submits or
+//! polls while nobody runs that loop runs it itself (leader/followers), so a round trip needs no thread hand-off;
+//! the reactor thread then serves only when no client does (docs/ENGINE.md, "Leader/followers").
 //!
 //! ```no_run
 //! use bfq_engine::{AlignedBuf, Engine, EngineConfig, FlowOptions};
@@ -74,6 +76,8 @@ use std::thread::JoinHandle;
 pub const DEFAULT_TAG_LIMIT: u32 = 32;
 /// Default [`EngineConfig::spin_us`], in microseconds.
 pub const DEFAULT_SPIN_US: u32 = 0;
+/// Default [`EngineConfig::standby_us`], in microseconds.
+pub const DEFAULT_STANDBY_US: u32 = 1000;
 /// Default [`EngineConfig::ring_entries`]: submission queue entries of the io_uring instance.
 pub const DEFAULT_RING_ENTRIES: u32 = 256;
 
@@ -92,6 +96,20 @@ pub struct EngineConfig {
     /// save a thread wake-up per round trip on an otherwise idle machine, but on a machine whose cores are busy
     /// it steals the CPU the other side needs and costs throughput (measured in docs/ENGINE.md).
     pub spin_us: u32,
+    /// Leader/followers (default `false`, the single-reactor design): a client that waits for a result while no
+    /// other thread runs the engine loop runs it itself (reaping, scheduling and resubmitting in one
+    /// `io_uring_enter`), and a client that submits while nobody runs it hands its request to the kernel itself,
+    /// so a one-thread client needs no thread hand-off per round trip. The reactor thread still serves the engine
+    /// whenever no client does (timers, other flows, shutdown). The ring is then a plain one (several threads
+    /// submit), not `SINGLE_ISSUER | DEFER_TASKRUN`. Measured in docs/ENGINE.md and docs/PERFORMANCE.md.
+    pub lead: bool,
+    /// With [`EngineConfig::lead`]: while clients run the engine loop, the reactor thread stands by (off the
+    /// ring, so their completions do not wake it) and looks every `standby_us` microseconds whether they still
+    /// do; when a whole period passed without a client running the loop, and at once when a client waits
+    /// without leading, it serves the engine itself. So requests nobody waits for (and the policy's timers, and
+    /// queued requests a completion would let out) may wait up to about twice this long when every client
+    /// stops running the loop. Default 1000 (an estimate; measured in docs/ENGINE.md).
+    pub standby_us: u32,
 }
 
 impl Default for EngineConfig {
@@ -101,6 +119,8 @@ impl Default for EngineConfig {
             ring_entries: DEFAULT_RING_ENTRIES,
             device: DeviceInfo::ssd(),
             spin_us: DEFAULT_SPIN_US,
+            lead: false,
+            standby_us: DEFAULT_STANDBY_US,
         }
     }
 }
@@ -221,6 +241,16 @@ pub struct EngineStats {
     pub client_wakeups: u64,
     /// Times a client woke the sleeping reactor to hand it a request (eventfd writes).
     pub reactor_kicks: u64,
+    /// Times a waiting client ran the engine loop itself ([`EngineConfig::lead`]).
+    pub client_leads: u64,
+    /// Times a client leading the loop blocked in `io_uring_enter` for the next completion.
+    pub leader_sleeps: u64,
+    /// Times the reactor thread stood by (off the ring) because clients were running the loop
+    /// ([`EngineConfig::lead`]).
+    pub reactor_standbys: u64,
+    /// Times a submitting client (or one polling with [`Flow::try_wait`] and finding nothing) ran one pass of the
+    /// loop itself because nobody ran it ([`EngineConfig::lead`]).
+    pub inline_serves: u64,
     /// Idle timers armed for the policy's `WaitUntil`.
     pub timers_armed: u64,
     /// Idle timers that expired.
@@ -263,6 +293,14 @@ impl Engine {
             stats: Mutex::new(EngineStats::default()),
             kicks: AtomicU64::new(0),
             spin_ns: u64::from(cfg.spin_us) * 1000,
+            lead: cfg.lead,
+            core: Mutex::new(None),
+            activity: AtomicU64::new(0),
+            followers: AtomicU32::new(0),
+            reactor_in_ring: AtomicBool::new(false),
+            standby_wake: Mutex::new(false),
+            standby_cv: std::sync::Condvar::new(),
+            standby: std::time::Duration::from_micros(u64::from(cfg.standby_us.max(1))),
         });
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let sh = Arc::clone(&shared);
@@ -343,8 +381,8 @@ impl Engine {
         Ok(Flow::new(id, opts.name, Arc::clone(&self.shared), fs))
     }
 
-    /// The counters as last published by the reactor (it publishes before it sleeps and every few hundred loop
-    /// iterations).
+    /// The counters as last published by the thread running the engine loop (it publishes before it sleeps and
+    /// every few hundred loop iterations).
     pub fn stats(&self) -> EngineStats {
         *lock(&self.shared.stats)
     }

@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard, TryLockError};
 
 /// Kinds of completion, in the top byte of `user_data`.
 const UD_IO: u64 = 1;
@@ -117,7 +117,7 @@ struct FileSlot {
     base: u64,
 }
 
-struct Reactor {
+pub(crate) struct Reactor {
     ring: IoUring,
     shared: Arc<Shared>,
     driver: Driver,
@@ -155,7 +155,14 @@ struct Reactor {
     spin_ns: u64,
     stats: EngineStats,
     iterations: u32,
+    /// The inbox was closed when the commands were last taken.
+    closed_seen: bool,
 }
+
+// SAFETY: the raw pointers a reactor holds (op buffers, iovecs) point into buffers that move with their ops, or
+// into buffers lent by clients blocked until the op completes (see `IoCmd`); the reactor is used by one thread at
+// a time (the reactor thread, or with `EngineConfig::lead` whichever thread holds `Shared::core`).
+unsafe impl Send for Reactor {}
 
 /// Thread body: sets up the ring, reports readiness, runs the loop, and returns the final counters.
 pub(crate) fn run(
@@ -172,9 +179,167 @@ pub(crate) fn run(
             return EngineStats::default();
         }
     };
+    if shared.lead {
+        *lock(&shared.core) = Some(Box::new(reactor));
+        let _ = ready.send(Ok(()));
+        return run_shared(&shared);
+    }
     let _ = ready.send(Ok(()));
     reactor.run();
     reactor.stats
+}
+
+/// `io_uring_enter`'s flag to wait for completions.
+const IORING_ENTER_GETEVENTS: libc::c_uint = 1;
+
+/// Blocks until the ring `fd` has at least one completion, without submitting or reaping (another thread may be
+/// using the ring's queues meanwhile).
+fn wait_ring(fd: i32) {
+    // SAFETY: io_uring_enter with nothing to submit and no extra argument only waits on the ring; `fd` stays open
+    // while the reactor thread (the only caller) runs, since the ring is dropped by that thread when it exits. An
+    // error (EINTR) just returns: the caller's loop looks at the ring again.
+    unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_enter,
+            fd,
+            0 as libc::c_uint,
+            1 as libc::c_uint,
+            IORING_ENTER_GETEVENTS,
+            std::ptr::null::<libc::c_void>(),
+            0 as libc::size_t,
+        );
+    }
+}
+
+type CoreGuard<'a> = MutexGuard<'a, Option<Box<Reactor>>>;
+
+/// The engine's state if no other thread runs the loop now.
+fn try_core(shared: &Shared) -> Option<CoreGuard<'_>> {
+    match shared.core.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// The reactor thread's loop with [`EngineConfig::lead`]: it runs the engine whenever no client does. It holds
+/// `Shared::core` only while it works, and waits for the next completion (an I/O, a timer, an eventfd kick or a
+/// client's wake-up no-op) without it, so that a client may take over meanwhile.
+fn run_shared(shared: &Arc<Shared>) -> EngineStats {
+    let mut last_activity = shared.activity.load(Ordering::SeqCst);
+    loop {
+        let mut g = lock(&shared.core);
+        let Some(r) = g.as_mut() else {
+            return EngineStats::default();
+        };
+        shared.sleeping.store(false, Ordering::SeqCst);
+        if r.step() {
+            let Some(mut r) = g.take() else {
+                return EngineStats::default();
+            };
+            drop(g);
+            r.finish();
+            return r.stats;
+        }
+        if !r.prepare_park() {
+            continue;
+        }
+        if let Err(e) = r.enter(0) {
+            r.poison(e.to_string());
+            continue;
+        }
+        let must_serve = r.closed_seen || r.poisoned.is_some();
+        // Clients ran the loop since the reactor last looked, and none waits without leading: stand by (off the
+        // ring) until a whole period passes without a client pass, or someone asks for the reactor.
+        let act = shared.activity.load(Ordering::SeqCst);
+        if !must_serve && act != last_activity && shared.followers.load(Ordering::SeqCst) == 0 {
+            r.stats.reactor_standbys += 1;
+            r.publish();
+            // Nobody sleeps on the ring now: senders need not kick.
+            shared.sleeping.store(false, Ordering::SeqCst);
+            drop(g);
+            last_activity = act;
+            // A client that found the loop taken (by this thread) and registered as a follower, or queued a
+            // command, meanwhile: serve it (it registers or queues, then tries the mutex; this unlocks, then
+            // looks: one of the two sees the other).
+            fence(Ordering::SeqCst);
+            if shared.followers.load(Ordering::SeqCst) > 0 || shared.has_cmds.load(Ordering::SeqCst) {
+                continue;
+            }
+            loop {
+                if shared.stand_by() {
+                    break;
+                }
+                let now = shared.activity.load(Ordering::SeqCst);
+                if now == last_activity || shared.followers.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                last_activity = now;
+            }
+            continue;
+        }
+        last_activity = act;
+        r.stats.reactor_sleeps += 1;
+        r.publish();
+        let fd = r.ring.as_raw_fd();
+        shared.reactor_in_ring.store(true, Ordering::SeqCst);
+        drop(g);
+        wait_ring(fd);
+        shared.reactor_in_ring.store(false, Ordering::SeqCst);
+    }
+}
+
+/// With [`EngineConfig::lead`]: if no other thread runs the engine, the calling client runs it until `until()`
+/// holds (its result has been delivered), blocking in `io_uring_enter` between passes; it reaps, delivers to
+/// every flow, takes every client's commands and submits in the same call it waits in. False if another thread
+/// runs the engine (the caller then waits for its result to be delivered).
+pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
+    let Some(mut g) = try_core(shared) else {
+        return false;
+    };
+    let Some(r) = g.as_mut() else {
+        return false;
+    };
+    r.stats.client_leads += 1;
+    shared.activity.fetch_add(1, Ordering::SeqCst);
+    loop {
+        shared.sleeping.store(false, Ordering::SeqCst);
+        if r.step() || until() {
+            break;
+        }
+        if r.prepare_park() {
+            r.stats.leader_sleeps += 1;
+            r.publish();
+            if let Err(e) = r.enter(1) {
+                r.poison(e.to_string());
+            }
+        }
+    }
+    r.release();
+    drop(g);
+    shared.after_release();
+    true
+}
+
+/// With [`EngineConfig::lead`]: right after a client queued a command (or polled and found nothing), if no other
+/// thread runs the engine, the client runs one pass itself (the policy sees the request and what it dispatches
+/// goes to the kernel from this thread). False if another thread runs the engine (a sender then wakes it if it
+/// sleeps).
+pub(crate) fn serve_inline(shared: &Shared) -> bool {
+    let Some(mut g) = try_core(shared) else {
+        return false;
+    };
+    let Some(r) = g.as_mut() else {
+        return false;
+    };
+    r.stats.inline_serves += 1;
+    shared.activity.fetch_add(1, Ordering::SeqCst);
+    shared.sleeping.store(false, Ordering::SeqCst);
+    r.step();
+    r.release();
+    drop(g);
+    shared.after_release();
+    true
 }
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
@@ -192,6 +357,13 @@ fn build_ring(entries: u32) -> io::Result<IoUring> {
                 .build(entries)
         })
         .or_else(|_| IoUring::new(entries))
+}
+
+/// The ring for [`EngineConfig::lead`]: several threads submit and wait, so neither `SINGLE_ISSUER` nor
+/// `DEFER_TASKRUN`; no `COOP_TASKRUN` either, so a submitter that runs user code or sleeps elsewhere is
+/// interrupted to finish its requests' completions instead of holding them back.
+fn build_shared_ring(entries: u32) -> io::Result<IoUring> {
+    IoUring::new(entries.clamp(8, 32768).next_power_of_two())
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -218,7 +390,12 @@ fn op_error(kind: OpKind, offset: u64, errno: i32) -> EngineError {
 
 impl Reactor {
     fn new(policy: Box<dyn Scheduler>, cfg: &EngineConfig, shared: Arc<Shared>) -> Result<Reactor, EngineError> {
-        let ring = build_ring(cfg.ring_entries).map_err(EngineError::Setup)?;
+        let ring = if cfg.lead {
+            build_shared_ring(cfg.ring_entries)
+        } else {
+            build_ring(cfg.ring_entries)
+        }
+        .map_err(EngineError::Setup)?;
         let mut nofile = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
@@ -267,6 +444,7 @@ impl Reactor {
             spin_ns,
             stats: EngineStats::default(),
             iterations: 0,
+            closed_seen: false,
         })
     }
 
@@ -292,8 +470,74 @@ impl Reactor {
 
     /// One pass of the loop. Ok(false) when the engine is closed and everything has drained.
     fn iteration(&mut self) -> Result<bool, EngineError> {
+        if self.service() {
+            return Ok(false);
+        }
+        self.submit_and_wait()?;
+        Ok(true)
+    }
+
+    /// [`Reactor::service`], with a panic of the policy failing its requests instead of unwinding into the
+    /// caller (a client thread, with `lead`).
+    fn step(&mut self) -> bool {
+        match catch_unwind(AssertUnwindSafe(|| self.service())) {
+            Ok(done) => done,
+            Err(p) => {
+                let msg = format!("{} panicked: {}", self.driver.policy().name(), panic_message(&*p));
+                self.poison(msg);
+                false
+            }
+        }
+    }
+
+    /// Before blocking in the kernel: arms the eventfd read, then announces the sleep (`sleeping`) and checks for
+    /// work that came meanwhile (the other half of `Shared::send`'s protocol). True if it may block.
+    fn prepare_park(&mut self) -> bool {
+        self.arm_eventfd();
+        self.shared.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let busy = self.shared.has_cmds.load(Ordering::SeqCst)
+            || !self.done_inflight.is_empty()
+            || !self.ring.completion().is_empty();
+        if busy {
+            self.shared.sleeping.store(false, Ordering::SeqCst);
+        }
+        !busy
+    }
+
+    /// A client stops running the loop: everything queued goes to the kernel, the eventfd read is armed (so a
+    /// later client's kick reaches the reactor thread), no command is left in the inbox unseen, and, once the
+    /// inbox is closed, the reactor thread is woken (a no-op completion) to drain and exit.
+    fn release(&mut self) {
+        loop {
+            self.arm_eventfd();
+            if !self.ring.submission().is_empty() {
+                if let Err(e) = self.enter(0) {
+                    self.poison(e.to_string());
+                }
+            }
+            // Senders must kick only if the reactor thread waits on the ring.
+            let in_ring = self.shared.reactor_in_ring.load(Ordering::SeqCst);
+            self.shared.sleeping.store(in_ring, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if !self.shared.has_cmds.load(Ordering::SeqCst) {
+                break;
+            }
+            self.shared.sleeping.store(false, Ordering::SeqCst);
+            self.step();
+        }
+        if self.closed_seen {
+            self.push(opcode::Nop::new().build().user_data(ud(UD_IGNORE, 0)));
+            let _ = self.enter(0);
+        }
+    }
+
+    /// Reaps, takes the commands, runs the policy, issues and delivers. True when the engine is closed and
+    /// everything has drained.
+    fn service(&mut self) -> bool {
         self.reap();
         let closed = self.take_commands();
+        self.closed_seen = closed;
         if self.poisoned.is_none() {
             self.schedule();
         } else {
@@ -306,11 +550,7 @@ impl Reactor {
         if self.iterations.is_multiple_of(STATS_EVERY) {
             self.publish();
         }
-        if closed && self.ops.is_empty() {
-            return Ok(false);
-        }
-        self.submit_and_wait()?;
-        Ok(true)
+        closed && self.ops.is_empty()
     }
 
     /// Processes every completion in the ring.
@@ -878,17 +1118,7 @@ impl Reactor {
 
     /// Submits queued entries and, unless there is work already, blocks until the next completion.
     fn submit_and_wait(&mut self) -> Result<(), EngineError> {
-        if !self.eventfd_armed {
-            let e = opcode::Read::new(
-                types::Fd(self.shared.eventfd.as_raw_fd()),
-                (&mut *self.eventfd_buf as *mut u64).cast(),
-                8,
-            )
-            .build()
-            .user_data(ud(UD_EVENTFD, 0));
-            self.push(e);
-            self.eventfd_armed = true;
-        }
+        self.arm_eventfd();
         if std::mem::take(&mut self.delivered_any) && self.spin_ns > 0 {
             // A client just got a result and will likely send its next request within microseconds: hand the
             // kernel what we have, then poll briefly instead of paying for a wake-up.
@@ -911,6 +1141,21 @@ impl Reactor {
         let r = self.enter(1);
         self.shared.sleeping.store(false, Ordering::SeqCst);
         r
+    }
+
+    /// Makes sure a read of the eventfd is pending in the ring, so that a client's kick is a completion.
+    fn arm_eventfd(&mut self) {
+        if !self.eventfd_armed {
+            let e = opcode::Read::new(
+                types::Fd(self.shared.eventfd.as_raw_fd()),
+                (&mut *self.eventfd_buf as *mut u64).cast(),
+                8,
+            )
+            .build()
+            .user_data(ud(UD_EVENTFD, 0));
+            self.push(e);
+            self.eventfd_armed = true;
+        }
     }
 
     /// Polls for up to `spin_ns` for a client command. True if one came.

@@ -4,6 +4,7 @@
 use crate::buf::AlignedBuf;
 use crate::device::Geometry;
 use crate::error::EngineError;
+use crate::reactor::Reactor;
 use crate::EngineStats;
 use bfq_sched::{Direction, FlowId, FlowInfo};
 use std::collections::VecDeque;
@@ -87,6 +88,26 @@ pub(crate) struct Shared {
     pub kicks: AtomicU64,
     /// How long clients and the reactor poll for each other before blocking, in nanoseconds.
     pub spin_ns: u64,
+    /// Leader/followers ([`crate::EngineConfig::lead`]): clients may run the engine loop.
+    pub lead: bool,
+    /// With `lead`: the engine's state (ring, policy, requests), held by whichever thread runs the loop. The
+    /// reactor thread puts it here at start and takes it out when it exits. `None` without `lead`.
+    pub core: Mutex<Option<Box<Reactor>>>,
+    /// With `lead`: loop passes run by clients so far (leads and inline serves) and requests they queued for
+    /// their next pass. The reactor thread stands by while this moves, and takes over when it has not moved for
+    /// `standby`.
+    pub activity: AtomicU64,
+    /// With `lead`: clients waiting for a result on their condition variable (not running the loop); while there
+    /// are any, the reactor thread serves the engine instead of standing by.
+    pub followers: AtomicU32,
+    /// With `lead`: set to wake the reactor thread from its stand-by early (a follower appeared, or shutdown).
+    pub standby_wake: Mutex<bool>,
+    pub standby_cv: Condvar,
+    /// With `lead`: the reactor thread waits on the ring (not standing by): a client leaving the loop leaves
+    /// `sleeping` set only then.
+    pub reactor_in_ring: AtomicBool,
+    /// With `lead`: how long the reactor thread stands by between looks at `activity`.
+    pub standby: std::time::Duration,
 }
 
 impl Shared {
@@ -100,6 +121,35 @@ impl Shared {
             inbox.cmds.push(cmd);
             self.has_cmds.store(true, Ordering::SeqCst);
         }
+        if self.lead && crate::reactor::serve_inline(self) {
+            return Ok(());
+        }
+        self.wake_if_sleeping();
+        Ok(())
+    }
+
+    /// With `lead`: queues a client's asynchronous request without running a pass, because the client has other
+    /// requests outstanding and will run the loop when it waits or polls for them (so that a batch of its
+    /// submissions goes to the policy and the kernel at once, in the `io_uring_enter` it then waits in). Wakes
+    /// the thread sleeping on the ring if there is one. If the client neither waits nor polls, the reactor thread
+    /// takes the request after its stand-by.
+    pub fn send_deferred(&self, cmd: Cmd) -> Result<(), EngineError> {
+        {
+            let mut inbox = lock(&self.inbox);
+            if inbox.closed {
+                return Err(EngineError::ShutDown);
+            }
+            inbox.cmds.push(cmd);
+            self.has_cmds.store(true, Ordering::SeqCst);
+        }
+        // The client is active (it will run the loop when it waits or polls): the reactor keeps standing by.
+        self.activity.fetch_add(1, Ordering::SeqCst);
+        self.wake_if_sleeping();
+        Ok(())
+    }
+
+    /// After queueing a command: wakes the thread sleeping on the ring, if one announced it.
+    fn wake_if_sleeping(&self) {
         // Pairs with the reactor's store of `sleeping` then load of `has_cmds`: either it sees our command or we
         // see it asleep.
         fence(Ordering::SeqCst);
@@ -107,16 +157,52 @@ impl Shared {
             self.kicks.fetch_add(1, Ordering::Relaxed);
             self.kick();
         }
-        Ok(())
     }
 
     /// Marks the inbox closed. Returns false if it already was.
     pub fn close(&self) -> bool {
-        let mut inbox = lock(&self.inbox);
-        let was_open = !inbox.closed;
-        inbox.closed = true;
-        self.has_cmds.store(true, Ordering::SeqCst);
+        let was_open = {
+            let mut inbox = lock(&self.inbox);
+            let was_open = !inbox.closed;
+            inbox.closed = true;
+            self.has_cmds.store(true, Ordering::SeqCst);
+            was_open
+        };
+        if self.lead {
+            self.wake_standby();
+        }
         was_open
+    }
+
+    /// With `lead`: ends the reactor thread's stand-by now (it then serves the engine).
+    pub fn wake_standby(&self) {
+        *lock(&self.standby_wake) = true;
+        self.standby_cv.notify_one();
+    }
+
+    /// With `lead`: the reactor thread stands by for up to `standby`. True if it was woken by
+    /// [`Shared::wake_standby`], false if the time ran out.
+    pub fn stand_by(&self) -> bool {
+        let mut w = lock(&self.standby_wake);
+        if !*w {
+            w = self
+                .standby_cv
+                .wait_timeout(w, self.standby)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+        std::mem::replace(&mut *w, false)
+    }
+
+    /// With `lead`: after a client stopped running the loop, makes sure a waiting follower is served: if any
+    /// client waits on its condition variable, the reactor thread is woken from its stand-by. Pairs with the
+    /// follower's registration then second attempt to lead (SeqCst on both sides): either the follower finds
+    /// the loop free and leads, or this sees the follower.
+    pub fn after_release(&self) {
+        fence(Ordering::SeqCst);
+        if self.followers.load(Ordering::SeqCst) > 0 {
+            self.wake_standby();
+        }
     }
 
     /// Wakes the reactor unconditionally.
@@ -127,6 +213,24 @@ impl Shared {
         unsafe {
             libc::write(self.eventfd.as_raw_fd(), (&one as *const u64).cast(), 8);
         }
+    }
+}
+
+/// With `lead`: a client registered as waiting without running the loop, for as long as this lives (see
+/// [`Shared::after_release`]).
+pub(crate) struct Follower<'a>(&'a Shared);
+
+impl<'a> Follower<'a> {
+    pub fn new(shared: &'a Shared) -> Follower<'a> {
+        shared.followers.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        Follower(shared)
+    }
+}
+
+impl Drop for Follower<'_> {
+    fn drop(&mut self) {
+        self.0.followers.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -12,13 +12,28 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn noop() -> Engine {
-    Engine::start_named::<&str>("noop", &[], EngineConfig::default()).unwrap()
+/// A noop engine, with or without leader/followers ([`EngineConfig::lead`]): every test runs in both.
+fn noop(lead: bool) -> Engine {
+    Engine::start_named::<&str>(
+        "noop",
+        &[],
+        EngineConfig {
+            lead,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
 }
 
 #[test]
 fn a_missing_file_names_its_path() {
-    let engine = noop();
+    for lead in [false, true] {
+        a_missing_file_names_its_path_in(lead);
+    }
+}
+
+fn a_missing_file_names_its_path_in(lead: bool) {
+    let engine = noop(lead);
     let e = engine.open(Path::new("/var/tmp/no/such/file-bfq"), false).unwrap_err();
     assert!(matches!(e, EngineError::Open { .. }));
     assert_eq!(e.errno(), Some(libc::ENOENT));
@@ -27,10 +42,16 @@ fn a_missing_file_names_its_path() {
 
 #[test]
 fn misaligned_requests_are_refused_before_submission() {
+    for lead in [false, true] {
+        misaligned_requests_are_refused_before_submission_in(lead);
+    }
+}
+
+fn misaligned_requests_are_refused_before_submission_in(lead: bool) {
     let dir = TempDir::new("align");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(&path, false).unwrap();
     let lbs = file.logical_block_size();
     assert!(lbs >= 512 && lbs.is_power_of_two());
@@ -56,7 +77,7 @@ fn misaligned_requests_are_refused_before_submission() {
     assert!(matches!(e, EngineError::BadLength { len: 0, .. }));
     // Writes to a read-only file and files of another engine are refused too.
     assert!(matches!(flow.write(file, 0, &buf), Err(EngineError::ReadOnly)));
-    let other = noop();
+    let other = noop(lead);
     let foreign = other.open(&path, false).unwrap();
     assert!(matches!(flow.read(foreign, 0, &mut buf), Err(EngineError::ForeignFile)));
     // The engine still works.
@@ -66,6 +87,12 @@ fn misaligned_requests_are_refused_before_submission() {
 
 #[test]
 fn lengths_misaligned_for_a_4k_sector_device_are_refused() {
+    for lead in [false, true] {
+        lengths_misaligned_for_a_4k_sector_device_are_refused_in(lead);
+    }
+}
+
+fn lengths_misaligned_for_a_4k_sector_device_are_refused_in(lead: bool) {
     if !real_test_gate("lengths_misaligned_for_a_4k_sector_device") {
         return;
     }
@@ -79,7 +106,7 @@ fn lengths_misaligned_for_a_4k_sector_device_are_refused() {
         Ok(l) => l,
         Err(e) => return skip("lengths_misaligned_for_a_4k_sector_device", &e),
     };
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(Path::new(&lo.dev), false).unwrap();
     assert_eq!(file.logical_block_size(), 4096);
     assert_eq!(file.size_bytes(), 4 << 20);
@@ -105,10 +132,16 @@ fn lengths_misaligned_for_a_4k_sector_device_are_refused() {
 
 #[test]
 fn a_file_truncated_under_a_reader_gives_short_reads() {
+    for lead in [false, true] {
+        a_file_truncated_under_a_reader_gives_short_reads_in(lead);
+    }
+}
+
+fn a_file_truncated_under_a_reader_gives_short_reads_in(lead: bool) {
     let dir = TempDir::new("trunc");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(&path, false).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let mut buf = AlignedBuf::new(64 << 10);
@@ -151,6 +184,12 @@ fn a_file_truncated_under_a_reader_gives_short_reads() {
 /// same path, a raw block device answering EIO, with the loop driver alone.)
 #[test]
 fn a_block_device_whose_backing_fails_gives_eio() {
+    for lead in [false, true] {
+        a_block_device_whose_backing_fails_gives_eio_in(lead);
+    }
+}
+
+fn a_block_device_whose_backing_fails_gives_eio_in(lead: bool) {
     const NAME: &str = "a_block_device_whose_backing_fails_gives_eio";
     if !real_test_gate(NAME) {
         return;
@@ -170,7 +209,7 @@ fn a_block_device_whose_backing_fails_gives_eio() {
         Ok(l) => l,
         Err(e) => return skip(NAME, &e),
     };
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(Path::new(&lo.dev), false).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let mut buf = AlignedBuf::new(4096);
@@ -202,6 +241,12 @@ const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
 
 #[test]
 fn a_file_system_that_goes_down_gives_eio() {
+    for lead in [false, true] {
+        a_file_system_that_goes_down_gives_eio_in(lead);
+    }
+}
+
+fn a_file_system_that_goes_down_gives_eio_in(lead: bool) {
     if !real_test_gate("a_file_system_that_goes_down_gives_eio") {
         return;
     }
@@ -218,7 +263,7 @@ fn a_file_system_that_goes_down_gives_eio() {
     };
     let path = fs.mount.dir.join("data");
     pattern_file(&path, 1 << 20);
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(&path, true).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let mut buf = AlignedBuf::new(4096);
@@ -242,6 +287,12 @@ fn a_file_system_that_goes_down_gives_eio() {
 
 #[test]
 fn a_full_file_system_gives_enospc() {
+    for lead in [false, true] {
+        a_full_file_system_gives_enospc_in(lead);
+    }
+}
+
+fn a_full_file_system_gives_enospc_in(lead: bool) {
     if !real_test_gate("a_full_file_system_gives_enospc") {
         return;
     }
@@ -255,7 +306,7 @@ fn a_full_file_system_gives_enospc() {
     };
     let path = fs.mount.dir.join("grow");
     fs::File::create(&path).unwrap();
-    let engine = noop();
+    let engine = noop(lead);
     let file = engine.open(&path, true).unwrap();
     let flow = engine.flow(FlowOptions::named("w")).unwrap();
     let buf = AlignedBuf::new(1 << 20);
@@ -284,6 +335,12 @@ fn a_full_file_system_gives_enospc() {
 
 #[test]
 fn shutdown_drains_requests_in_flight_and_later_use_fails() {
+    for lead in [false, true] {
+        shutdown_drains_requests_in_flight_and_later_use_fails_in(lead);
+    }
+}
+
+fn shutdown_drains_requests_in_flight_and_later_use_fails_in(lead: bool) {
     let dir = TempDir::new("drain");
     let path = dir.path().join("data");
     pattern_file(&path, 4 << 20);
@@ -291,6 +348,7 @@ fn shutdown_drains_requests_in_flight_and_later_use_fails() {
         Box::new(Delayer::new(30 * MS)),
         EngineConfig {
             tag_limit: 4,
+            lead,
             ..EngineConfig::default()
         },
     )
@@ -315,7 +373,11 @@ fn shutdown_drains_requests_in_flight_and_later_use_fails() {
             .map(|n| (n, check_pattern(b.as_slice(), 1 << 20)));
         (r, blocked)
     });
-    std::thread::sleep(Duration::from_millis(5));
+    // Shut down once the engine has accepted the blocked client's read (it publishes its counters whenever the
+    // thread running the loop goes to sleep, and the held requests make it sleep).
+    while engine.stats().submitted < 65 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let stats = engine.shutdown().unwrap();
     // Every request was held 30 ms from its insertion, which came after `t_submit`.
     assert!(
@@ -368,6 +430,12 @@ impl Hooks for Faulty {
 
 #[test]
 fn a_panicking_policy_fails_requests_instead_of_hanging() {
+    for lead in [false, true] {
+        a_panicking_policy_fails_requests_instead_of_hanging_in(lead);
+    }
+}
+
+fn a_panicking_policy_fails_requests_instead_of_hanging_in(lead: bool) {
     let dir = TempDir::new("panic");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
@@ -380,7 +448,10 @@ fn a_panicking_policy_fails_requests_instead_of_hanging() {
                 panic_at: 3,
             },
         )),
-        EngineConfig::default(),
+        EngineConfig {
+            lead,
+            ..EngineConfig::default()
+        },
     )
     .unwrap();
     let file = engine.open(&path, false).unwrap();
@@ -418,10 +489,23 @@ impl Scheduler for BlackHole {
 
 #[test]
 fn a_stalled_policy_fails_requests_instead_of_hanging() {
+    for lead in [false, true] {
+        a_stalled_policy_fails_requests_instead_of_hanging_in(lead);
+    }
+}
+
+fn a_stalled_policy_fails_requests_instead_of_hanging_in(lead: bool) {
     let dir = TempDir::new("stall");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = Engine::start(Box::new(BlackHole(0)), EngineConfig::default()).unwrap();
+    let engine = Engine::start(
+        Box::new(BlackHole(0)),
+        EngineConfig {
+            lead,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
     let file = engine.open(&path, false).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let e = flow.read(file, 0, &mut AlignedBuf::new(4096)).unwrap_err();

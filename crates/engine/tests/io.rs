@@ -8,8 +8,10 @@ use bfq_sched::{Decision, DeviceInfo, Direction, FlowId, FlowInfo, IoClass, Requ
 use common::*;
 use std::sync::{Arc, Mutex};
 
-fn cfg() -> EngineConfig {
+/// The test configuration, with or without leader/followers ([`EngineConfig::lead`]): every test runs in both.
+fn cfg(lead: bool) -> EngineConfig {
     EngineConfig {
+        lead,
         device: DeviceInfo::ssd(),
         ..EngineConfig::default()
     }
@@ -17,11 +19,17 @@ fn cfg() -> EngineConfig {
 
 #[test]
 fn blocking_and_async_reads_return_the_file_contents_under_every_policy() {
+    for lead in [false, true] {
+        blocking_and_async_reads_return_the_file_contents_under_every_policy_in(lead);
+    }
+}
+
+fn blocking_and_async_reads_return_the_file_contents_under_every_policy_in(lead: bool) {
     let dir = TempDir::new("policies");
     let path = dir.path().join("data");
     pattern_file(&path, 4 << 20);
     for desc in bfq_sched::policies() {
-        let engine = Arc::new(Engine::start_named::<&str>(desc.name, &[], cfg()).unwrap());
+        let engine = Arc::new(Engine::start_named::<&str>(desc.name, &[], cfg(lead)).unwrap());
         let file = engine.open(&path, false).unwrap();
         assert_eq!(file.size_bytes(), 4 << 20);
         let threads: Vec<_> = (0..4u64)
@@ -65,11 +73,25 @@ fn blocking_and_async_reads_return_the_file_contents_under_every_policy() {
 
 #[test]
 fn writes_then_reads_round_trip_with_merging() {
+    for lead in [false, true] {
+        writes_then_reads_round_trip_with_merging_in(lead);
+    }
+}
+
+fn writes_then_reads_round_trip_with_merging_in(lead: bool) {
     let dir = TempDir::new("write");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
     // One tag: contiguous writes queue behind each other and noop merges them into vectored requests.
-    let engine = Engine::start_named::<&str>("noop", &[], EngineConfig { tag_limit: 1, ..cfg() }).unwrap();
+    let engine = Engine::start_named::<&str>(
+        "noop",
+        &[],
+        EngineConfig {
+            tag_limit: 1,
+            ..cfg(lead)
+        },
+    )
+    .unwrap();
     let file = engine.open(&path, true).unwrap();
     let flow = engine.flow(FlowOptions::named("w")).unwrap();
     for i in 0..64u64 {
@@ -157,6 +179,12 @@ impl Scheduler for Probe {
 
 #[test]
 fn the_tag_limit_holds_and_flows_reach_the_policy() {
+    for lead in [false, true] {
+        the_tag_limit_holds_and_flows_reach_the_policy_in(lead);
+    }
+}
+
+fn the_tag_limit_holds_and_flows_reach_the_policy_in(lead: bool) {
     let dir = TempDir::new("tags");
     let path = dir.path().join("data");
     pattern_file(&path, 2 << 20);
@@ -167,7 +195,10 @@ fn the_tag_limit_holds_and_flows_reach_the_policy() {
             inner,
             log: Arc::clone(&log),
         }),
-        EngineConfig { tag_limit: 3, ..cfg() },
+        EngineConfig {
+            tag_limit: 3,
+            ..cfg(lead)
+        },
     )
     .unwrap();
     let file = engine.open(&path, false).unwrap();
@@ -205,10 +236,16 @@ fn the_tag_limit_holds_and_flows_reach_the_policy() {
 
 #[test]
 fn wait_until_is_served_by_an_io_uring_timer() {
+    for lead in [false, true] {
+        wait_until_is_served_by_an_io_uring_timer_in(lead);
+    }
+}
+
+fn wait_until_is_served_by_an_io_uring_timer_in(lead: bool) {
     let dir = TempDir::new("timer");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = Engine::start(Box::new(Delayer::new(20 * MS)), cfg()).unwrap();
+    let engine = Engine::start(Box::new(Delayer::new(20 * MS)), cfg(lead)).unwrap();
     let file = engine.open(&path, false).unwrap();
     let flow = engine.flow(FlowOptions::named("r")).unwrap();
     let mut buf = AlignedBuf::new(4096);
@@ -262,6 +299,12 @@ impl Hooks for WriteLimiter {
 
 #[test]
 fn the_policy_depth_limit_bounds_inserted_writes() {
+    for lead in [false, true] {
+        the_policy_depth_limit_bounds_inserted_writes_in(lead);
+    }
+}
+
+fn the_policy_depth_limit_bounds_inserted_writes_in(lead: bool) {
     let dir = TempDir::new("depth");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
@@ -275,7 +318,7 @@ fn the_policy_depth_limit_bounds_inserted_writes() {
                 writes_held: Arc::clone(&held),
             },
         )),
-        cfg(),
+        cfg(lead),
     )
     .unwrap();
     let file = engine.open(&path, true).unwrap();
@@ -313,6 +356,12 @@ impl Hooks for SyncRecorder {
 
 #[test]
 fn async_writes_reach_the_policy_as_async_and_everything_else_as_sync() {
+    for lead in [false, true] {
+        async_writes_reach_the_policy_as_async_and_everything_else_as_sync_in(lead);
+    }
+}
+
+fn async_writes_reach_the_policy_as_async_and_everything_else_as_sync_in(lead: bool) {
     let dir = TempDir::new("asyncw");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
@@ -322,7 +371,7 @@ fn async_writes_reach_the_policy_as_async_and_everything_else_as_sync() {
         let hooks = SyncRecorder {
             seen: Arc::clone(&seen),
         };
-        let engine = Engine::start(Box::new(Wrapped::new(inner, hooks)), cfg()).unwrap();
+        let engine = Engine::start(Box::new(Wrapped::new(inner, hooks)), cfg(lead)).unwrap();
         let file = engine.open(&path, true).unwrap();
         let flow = engine.flow(FlowOptions::named("w")).unwrap();
         for i in 0..8u64 {
@@ -350,11 +399,17 @@ fn async_writes_reach_the_policy_as_async_and_everything_else_as_sync() {
 
 #[test]
 fn files_get_disjoint_sector_ranges_and_reopening_keeps_the_base() {
+    for lead in [false, true] {
+        files_get_disjoint_sector_ranges_and_reopening_keeps_the_base_in(lead);
+    }
+}
+
+fn files_get_disjoint_sector_ranges_and_reopening_keeps_the_base_in(lead: bool) {
     let dir = TempDir::new("bases");
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     pattern_file(&a, 1 << 20);
     pattern_file(&b, 1 << 20);
-    let engine = Engine::start_named::<&str>("noop", &[], cfg()).unwrap();
+    let engine = Engine::start_named::<&str>("noop", &[], cfg(lead)).unwrap();
     let fa = engine.open(&a, false).unwrap();
     let fb = engine.open(&b, false).unwrap();
     let fa2 = engine.open(&a, true).unwrap();
@@ -376,10 +431,16 @@ fn files_get_disjoint_sector_ranges_and_reopening_keeps_the_base() {
 
 #[test]
 fn dropping_a_flow_with_requests_outstanding_neither_hangs_nor_leaks_into_other_flows() {
+    for lead in [false, true] {
+        dropping_a_flow_with_requests_outstanding_neither_hangs_nor_leaks_into_other_flows_in(lead);
+    }
+}
+
+fn dropping_a_flow_with_requests_outstanding_neither_hangs_nor_leaks_into_other_flows_in(lead: bool) {
     let dir = TempDir::new("dropflow");
     let path = dir.path().join("data");
     pattern_file(&path, 1 << 20);
-    let engine = Engine::start_named::<&str>("bfq", &[], cfg()).unwrap();
+    let engine = Engine::start_named::<&str>("bfq", &[], cfg(lead)).unwrap();
     let file = engine.open(&path, false).unwrap();
     let gone = engine.flow(FlowOptions::named("gone")).unwrap();
     for i in 0..32u64 {
