@@ -36,15 +36,14 @@ pub const IOZONE_READ_AHEAD_KB: u64 = 16 << 10;
 /// The schedulers seed 003 compared (Linux 2.6.18).
 pub const IOZONE_SEED_SCHEDULERS: [&str; 4] = ["cfq", "deadline", "anticipatory", "noop"];
 
-/// The S settings every throughput and start-up run of the matrix uses (the video and interleaved tests, not seed
-/// figures, keep the current settings; fairness and iozone have their own; exceptions:
-/// [`CURRENT_PROFILE_DEVICES`]). Still the current S (3.6): seed 004 and its companion page, seed 001, were measured
-/// with S of November 2013 (`--profile s2013`: 5000 MiB files, a 16 500 KiB/s writer cap, no periodic `sync`, 60 s
-/// throughput runs; docs/BENCHMARKS.md, Eras), and setting this to [`Era::S2013`] runs and judges the matrix in
-/// them (runs labelled `profile=s2013`), but that moves the verdicts of 7 of the full checklist's 62 lines, among them new failures
-/// on the RAID1 under 10 random readers (v7r2's xterm 9.6 s instead of 0.8 s) whose cause is not yet traced
-/// (docs/BENCHMARKS.md, Eras). The switch waits for that trace.
-pub const SEED_PROFILE: Era = Era::Current;
+/// The S settings every throughput and start-up run of the matrix uses: S as of November 2013 (`--profile s2013`:
+/// 5000 MiB files, one shared 50 000 MiB file for the random readers, a 16 500 KiB/s writer cap, no periodic `sync`,
+/// 60 s throughput runs; docs/BENCHMARKS.md, Eras), the version seed 004 and its companion page, seed 001, were
+/// measured with (BFQ v7r2 under 3.13, early 2014). Seed 000 (2010) is judged with it too: S's 2010 settings are
+/// not sourced, and the current S's periodic `sync` came in 2016, after every seed. The video and interleaved tests,
+/// not seed figures, keep the current settings; fairness and iozone have their own. Exceptions:
+/// [`CURRENT_PROFILE_DEVICES`].
+pub const SEED_PROFILE: Era = Era::S2013;
 
 /// Devices whose runs keep the current S settings (500 MiB files, 20 s throughput runs) instead of
 /// [`SEED_PROFILE`]: the microSDHC card (8 GB) and the eMMC (16 GB) of seed 004's figures 12-15 cannot hold five of
