@@ -662,4 +662,41 @@ mod tests {
         assert_eq!(done(&mut b, 119 * US), (80 * US, 3), "slower, within 3/2 of 80 us");
         assert_eq!(done(&mut b, 120 * US), (80 * US, 2), "3/2 of 80 us: down");
     }
+
+    // A waker is one other queue whose completions keep coming just before this sync queue's lone requests.
+    // Not counted: the queue's own completion, an async queue's arrival, an arrival while the queue already
+    // holds a request (its process did not wait), and detections alternating between two completers (each
+    // change of candidate restarts the count, so three hits shared by two queues make no waker).
+    #[test]
+    fn only_repeated_hits_of_one_other_queue_on_a_lone_sync_request_make_a_waker() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let w1 = queue_with_rq(&mut b, 1, 1, 0, true);
+        let w2 = queue_with_rq(&mut b, 2, 2, 1 << 18, true);
+        let q = queue_with_rq(&mut b, 3, 3, 1 << 20, true);
+        b.qm(q).has_short_ttime = false;
+        let hit = |b: &mut Bfq, by: QueueId, of: QueueId, at: Time| {
+            b.waker_on_completion(by, at - MS);
+            b.waker_on_arrival(of, at);
+            let i = b.q(of).inject;
+            (i.waker_candidate, i.waker_hits, i.waker)
+        };
+        assert_eq!(hit(&mut b, q, q, 10 * MS), (None, 0, None), "its own completion");
+        assert_eq!(hit(&mut b, w1, q, 20 * MS), (Some(w1), 1, None));
+        assert_eq!(
+            hit(&mut b, w2, q, 30 * MS),
+            (Some(w2), 1, None),
+            "another completer restarts"
+        );
+        assert_eq!(hit(&mut b, w1, q, 40 * MS), (Some(w1), 1, None), "and again");
+
+        // Two requests queued: the process did not wait for the completion.
+        add_rq(&mut b, q, 3, 4, 1 << 21, 8);
+        assert_eq!(hit(&mut b, w1, q, 50 * MS), (Some(w1), 1, None), "two queued: no hit");
+
+        // An async queue holding one request.
+        let a = b.async_queue(FlowId(3), 0);
+        add_rq(&mut b, a, 3, 5, 1 << 22, 8);
+        b.qm(a).has_short_ttime = false;
+        assert_eq!(hit(&mut b, w1, a, 60 * MS), (None, 0, None), "async");
+    }
 }
