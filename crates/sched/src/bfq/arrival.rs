@@ -241,3 +241,82 @@ impl Bfq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Decision, Direction, FlowId, FlowInfo, IoClass, RequestId, MS};
+
+    fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
+    }
+
+    /// A policy on an HDD without weight raising, with flow 1's one request dispatched: its queue is in
+    /// service, empty, and worth idling for (a sequential reader on a rotational disk).
+    fn one_in_service() -> (Bfq, QueueId) {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0, 8), 0);
+        assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+        let s = b.in_service.expect("flow 1 in service");
+        assert!(b.better_to_idle(s));
+        (b, s)
+    }
+
+    // `bfq_updated_next_req`: when a waiting queue's next request changes, its budget follows (at least its
+    // maximum budget and the new request's charge), so its finish time, the B-WF2Q+ key, moves with it; the
+    // queue in service keeps the budget it was selected with (changing it would break the guarantees).
+    #[test]
+    fn a_waiting_queues_budget_follows_its_next_request_but_not_the_in_service_ones() {
+        let (mut b, s) = one_in_service();
+        b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        b.insert(read(2, 2, 1 << 30, 8), 0);
+        let w = b.flows[&2].sync_q.expect("flow 2's queue");
+        let (budget, finish) = (b.entity_budget(w), b.wf.entity(b.q(w).entity).map(|f| f.finish));
+        assert!(budget > 64, "a fresh queue's budget, {budget}");
+        // As if the budget feedback had shrunk its maximum: a new next request (nearer the head at 8) of 64
+        // sectors makes the budget 64, and the finish time earlier.
+        b.qm(w).max_budget = 8;
+        b.insert(read(3, 2, 1 << 29, 64), 0);
+        assert_eq!(
+            b.q(w).rqs.next.and_then(|x| b.store.rq(x)).map(|r| r.id),
+            Some(RequestId(3))
+        );
+        assert_eq!(b.entity_budget(w), 64);
+        assert!(b.wf.entity(b.q(w).entity).map(|f| f.finish) < finish);
+        // The queue in service: a new request does not touch its budget.
+        let sb = b.entity_budget(s);
+        b.qm(s).max_budget = 8;
+        b.insert(read(4, 1, 8, 64), 0);
+        assert_eq!(b.entity_budget(s), sb);
+    }
+
+    // Preemption at an idle-to-busy switch: a newcomer preempts the queue in service (worth idling for) only if
+    // it has a higher class or weight, or comes back in time to continue its slot. A fresh newcomer of the same
+    // weight does not, even when its small budget makes it the next B-WF2Q+ choice; one of twice the weight
+    // does, and so does a real-time one of the same weight.
+    #[test]
+    fn only_a_heavier_newcomer_preempts_a_queue_worth_idling_for() {
+        let heavier = Some(2 * Bfq::flow_weight(&FlowInfo::new(FlowId(1))));
+        for (weight, class) in [(None, IoClass::Be), (heavier, IoClass::Be), (None, IoClass::Rt)] {
+            let (mut b, s) = one_in_service();
+            let mut info = FlowInfo::new(FlowId(2));
+            info.weight = weight;
+            info.class = class;
+            b.flow_started(&info, 0);
+            let w = b.sync_queue(FlowId(2), 0);
+            b.qm(w).max_budget = 64;
+            b.insert(read(2, 2, 1 << 30, 8), MS);
+            assert!(!b.wf.in_service_still_next(MS), "the newcomer would be next");
+            let preempted = weight.is_some() || class == IoClass::Rt;
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "weight {weight:?}, {class:?}"
+            );
+        }
+    }
+}
