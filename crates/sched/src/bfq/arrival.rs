@@ -84,7 +84,7 @@ impl Bfq {
             if let Some(slot) = self.store.at_handle(h).map(|(k, _)| k) {
                 if let Some((old, new)) = self.store.merge_into(slot, rq, kind) {
                     if kind == MergeKind::Front {
-                        self.qm(q).rqs.resort(slot, old, new);
+                        self.front_merged(q, slot, old, new);
                         self.pos_update(q);
                     }
                 }
@@ -242,6 +242,34 @@ impl Bfq {
     }
 }
 
+impl Bfq {
+    /// `bfq_request_merged`: the request in `slot` of queue `q` grew at its front, from sector `old` to `new`.
+    /// It is moved in the queue's sector order; if it now starts before the request that preceded it (possible
+    /// only when the two overlap), the next request is chosen again between the current one and it, and a
+    /// change of next request updates the queue's budget.
+    fn front_merged(&mut self, q: QueueId, slot: SlotId, old: u64, new: u64) {
+        use super::fifo::{choose_first, Cand};
+        let passed = self.q(q).rqs.sort.before(&(old, slot)).is_some_and(|(p, _)| new < p);
+        self.qm(q).rqs.resort(slot, old, new);
+        if !passed {
+            return;
+        }
+        let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
+        let cand = |s: SlotId| self.store.rq(s).map(Cand::of);
+        let prev = self.q(q).rqs.next;
+        let keep = match (prev.and_then(cand), cand(slot)) {
+            (Some(n), Some(m)) => choose_first(n, m, last, bm, pen),
+            _ => false,
+        };
+        if !keep {
+            self.qm(q).rqs.next = Some(slot);
+        }
+        if prev != self.q(q).rqs.next {
+            self.updated_next_req(q);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::bfq;
@@ -318,5 +346,94 @@ mod tests {
                 "weight {weight:?}, {class:?}"
             );
         }
+    }
+
+    // `bfq_request_merged`: a front merge that makes a request start before the one that preceded it in sector
+    // order (the new part overlaps it) makes the elevator choose the next request again. Head at 0: 1500 (8
+    // sectors) is next, ahead of 2000; a 1000-sector request at 1000 front-merges into 2000, which now starts
+    // at 1000, nearer the head, and is served first.
+    #[test]
+    fn a_front_merge_that_passes_the_previous_request_makes_it_the_next() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 1500, 8), 0);
+        b.insert(read(2, 1, 2000, 8), 0);
+        b.insert(read(3, 1, 1000, 1000), 0);
+        let first = match b.dispatch(0) {
+            Decision::Dispatch(r) => (r.sector, r.sectors),
+            d => panic!("expected a dispatch, got {d:?}"),
+        };
+        assert_eq!(first, (1000, 1008));
+    }
+
+    // Across groups the comparison is of group weights: a fresh newcomer whose group weighs as much as the
+    // in-service queue's group does not preempt it (even as the next B-WF2Q+ choice); one whose group weighs
+    // twice as much does.
+    #[test]
+    fn a_newcomer_of_another_group_preempts_only_if_its_group_is_heavier() {
+        use crate::types::GroupId;
+        for (w2, preempted) in [(100, false), (200, true)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.set_group_weight(GroupId(1), 100);
+            b.set_group_weight(GroupId(2), w2);
+            b.flow_started(&FlowInfo::new(FlowId(1)).with_group(GroupId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+            let s = b.in_service.expect("flow 1 in service");
+            b.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(2)), 0);
+            let w = b.sync_queue(FlowId(2), 0);
+            b.qm(w).max_budget = 64;
+            b.insert(read(2, 2, 1 << 30, 8), MS);
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "{w2}"
+            );
+            if !preempted {
+                assert!(!b.wf.in_service_still_next(MS), "the newcomer's group would be next");
+            }
+        }
+    }
+
+    // `bfq_update_io_intensity`: the time since the last completion counts as idle only if nothing of the
+    // queue was in the driver meanwhile; a queue idle more than a fifth of its window is not I/O bound; the
+    // window is halved (with its idle time) once it exceeds 200 ms, not at exactly 200 ms.
+    #[test]
+    fn io_intensity_counts_idle_time_only_with_nothing_in_the_driver_and_halves_after_200_ms() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(1)), true, 0);
+        let qq = b.qm(q);
+        qq.just_created = false;
+        qq.last_end_request = Some(10 * MS);
+        qq.dispatched = 1;
+        b.update_io_intensity(q, 100 * MS);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.tot_idle_time, qq.io_bound),
+            (0, true),
+            "a request in flight: not idle"
+        );
+        b.qm(q).dispatched = 0;
+        b.update_io_intensity(q, 100 * MS);
+        let qq = b.q(q);
+        assert_eq!((qq.tot_idle_time, qq.io_bound), (90 * MS, false), "90 ms idle of 100");
+
+        let qq = b.qm(q);
+        qq.tot_idle_time = 30 * MS;
+        qq.dispatched = 1;
+        b.update_io_intensity(q, 200 * MS);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.io_start_time, qq.tot_idle_time, qq.io_bound),
+            (0, 30 * MS, true),
+            "200 ms: kept"
+        );
+        b.update_io_intensity(q, 200 * MS + 2);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.io_start_time, qq.tot_idle_time),
+            (100 * MS + 1, 15 * MS),
+            "just over: halved"
+        );
     }
 }
