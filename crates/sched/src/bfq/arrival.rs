@@ -436,4 +436,53 @@ mod tests {
             "just over: halved"
         );
     }
+
+    /// A policy of `era` on an HDD without weight raising.
+    fn of_era(era: super::super::era::Era) -> Bfq {
+        use super::super::tunables::{Params, TUNABLES, V7R2_TUNABLES};
+        use crate::tunables::TunableValues;
+        let v7 = era == super::super::era::Era::V7r2;
+        let specs: &[_] = if v7 { &V7R2_TUNABLES } else { &TUNABLES };
+        let v = TunableValues::parse("bfq", specs, &DeviceInfo::hdd(), &["low_latency=0"]).unwrap();
+        Bfq::with_era(&DeviceInfo::hdd(), Params::from_values(&v), era)
+    }
+
+    // Think time: the newest kernels sample it only at an arrival that finds the queue with nothing queued or in
+    // flight (how long the process takes to come back once served); v7r2 samples every arrival after a
+    // completion. Here the arrival at 300 ms finds the queue still holding a request: v7r2 samples its gap
+    // since the completion at 2 ms, the newest rules do not. The I/O-intensity window is updated only at an
+    // arrival into an empty sync queue, and only by the newest rules (v7r2's I/O-bound flag follows its own
+    // rule, `requests_within_timer`): its start stays put at the arrival at 300 ms for both eras (a window
+    // update there would halve the 300 ms window), and at v7r2's arrival into the emptied queue at 600 ms.
+    #[test]
+    fn think_time_and_io_intensity_are_sampled_by_each_eras_rule() {
+        use super::super::era::Era;
+        for era in [Era::Newest, Era::V7r2] {
+            let mut b = of_era(era);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.insert(read(2, 1, 1 << 20, 8), MS);
+            b.completed(&r1, 2 * MS);
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            let io_start = b.q(q).io_start_time;
+            b.insert(read(3, 1, 1 << 21, 8), 300 * MS);
+            let samples = b.q(q).ttime.samples;
+            assert_eq!(samples > 0, era == Era::V7r2, "{era:?}: {samples}");
+            assert_eq!(b.q(q).io_start_time, io_start, "{era:?}: a queue holding a request");
+            if era == Era::V7r2 {
+                let mut now = 300 * MS;
+                while let Decision::Dispatch(r) = b.dispatch(now) {
+                    now += MS;
+                    b.completed(&r, now);
+                }
+                assert!(b.q(q).rqs.is_empty() && b.q(q).dispatched == 0);
+                b.insert(read(4, 1, 1 << 22, 8), 600 * MS);
+                assert_eq!(b.q(q).io_start_time, io_start, "v7r2: an empty queue");
+            }
+        }
+    }
 }
