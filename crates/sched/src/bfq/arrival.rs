@@ -448,40 +448,56 @@ mod tests {
     }
 
     // Think time: the newest kernels sample it only at an arrival that finds the queue with nothing queued or in
-    // flight (how long the process takes to come back once served); v7r2 samples every arrival after a
-    // completion. Here the arrival at 300 ms finds the queue still holding a request: v7r2 samples its gap
-    // since the completion at 2 ms, the newest rules do not. The I/O-intensity window is updated only at an
-    // arrival into an empty sync queue, and only by the newest rules (v7r2's I/O-bound flag follows its own
-    // rule, `requests_within_timer`): its start stays put at the arrival at 300 ms for both eras (a window
-    // update there would halve the 300 ms window), and at v7r2's arrival into the emptied queue at 600 ms.
+    // flight (how long the process takes to come back once served), and call it short up to slice_idle / 2
+    // (4 ms); v7r2 samples every arrival after a completion and calls it short up to slice_idle (8 ms). Here
+    // the arrival at 300 ms finds the queue still holding a request: v7r2 samples its gap since the completion
+    // at 2 ms, the newest rules do not, and a learnt mean of 5 ms is short for v7r2 only (3 ms for both). Once
+    // the queue has been served, has expired and left the busy set, the arrival at 600 ms is sampled by both.
+    // The I/O-intensity window is updated only at an arrival into an empty sync queue, and only by the newest
+    // rules (v7r2's I/O-bound flag follows its own rule, `requests_within_timer`): its start stays put at the
+    // arrival at 300 ms for both eras (an update there would halve the 300 ms window), and at v7r2's arrival
+    // into the emptied queue at 600 ms.
     #[test]
     fn think_time_and_io_intensity_are_sampled_by_each_eras_rule() {
         use super::super::era::Era;
+        use super::super::idling::ThinkTime;
         for era in [Era::Newest, Era::V7r2] {
-            let mut b = of_era(era);
-            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
-            b.insert(read(1, 1, 0, 8), 0);
-            let r1 = match b.dispatch(0) {
-                Decision::Dispatch(r) => r,
-                d => panic!("expected a dispatch, got {d:?}"),
-            };
-            b.insert(read(2, 1, 1 << 20, 8), MS);
-            b.completed(&r1, 2 * MS);
-            let q = b.flows[&1].sync_q.expect("flow 1's queue");
-            let io_start = b.q(q).io_start_time;
-            b.insert(read(3, 1, 1 << 21, 8), 300 * MS);
-            let samples = b.q(q).ttime.samples;
-            assert_eq!(samples > 0, era == Era::V7r2, "{era:?}: {samples}");
-            assert_eq!(b.q(q).io_start_time, io_start, "{era:?}: a queue holding a request");
-            if era == Era::V7r2 {
+            for mean in [3 * MS, 5 * MS] {
+                let mut b = of_era(era);
+                b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+                b.insert(read(1, 1, 0, 8), 0);
+                let r1 = match b.dispatch(0) {
+                    Decision::Dispatch(r) => r,
+                    d => panic!("expected a dispatch, got {d:?}"),
+                };
+                b.insert(read(2, 1, 1 << 20, 8), MS);
+                b.completed(&r1, 2 * MS);
+                let q = b.flows[&1].sync_q.expect("flow 1's queue");
+                let io_start = b.q(q).io_start_time;
+                let learnt = ThinkTime {
+                    samples: 1000,
+                    total: 1000 * mean,
+                    mean,
+                };
+                b.qm(q).ttime = learnt;
+                b.insert(read(3, 1, 1 << 21, 8), 300 * MS);
+                let v7 = era == Era::V7r2;
+                assert_eq!(b.q(q).ttime != learnt, v7, "{era:?}: sampled at 300 ms");
+                assert_eq!(b.q(q).has_short_ttime, v7 || mean == 3 * MS, "{era:?}: {mean} ns short");
+                assert_eq!(b.q(q).io_start_time, io_start, "{era:?}: a queue holding a request");
                 let mut now = 300 * MS;
                 while let Decision::Dispatch(r) = b.dispatch(now) {
                     now += MS;
                     b.completed(&r, now);
                 }
-                assert!(b.q(q).rqs.is_empty() && b.q(q).dispatched == 0);
+                let _ = b.dispatch(now + 100 * MS);
+                assert!(b.q(q).rqs.is_empty() && b.q(q).dispatched == 0 && !b.q(q).busy);
+                let before = b.q(q).ttime;
                 b.insert(read(4, 1, 1 << 22, 8), 600 * MS);
-                assert_eq!(b.q(q).io_start_time, io_start, "v7r2: an empty queue");
+                assert_ne!(b.q(q).ttime, before, "{era:?}: sampled at 600 ms");
+                if v7 {
+                    assert_eq!(b.q(q).io_start_time, io_start, "v7r2: an empty queue");
+                }
             }
         }
     }
