@@ -501,4 +501,49 @@ mod tests {
             }
         }
     }
+
+    // `bfq_rq_enqueued` while the queue in service is idling for its next request (a sequential reader on an
+    // HDD, where idling boosts throughput): one small request (under 32 sectors) lets the idling go on, so
+    // that more can arrive and be dispatched together; a larger one stops it (the timer is cancelled and the
+    // request can be dispatched). The reader was served for 10 ms and idle for 1 ms, so it is I/O bound (idle
+    // at most a fifth of the time), which with a short think time makes idling boost throughput. Another queue's arrival does not touch the timer. And the expiry for a
+    // passed budget timeout happens at an arrival only while idling: a queue in service with a request in
+    // flight and its timeout passed is left to the next dispatch.
+    #[test]
+    fn only_a_large_request_ends_the_idling_for_a_sequential_reader() {
+        let idling = || {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 10 * MS);
+            assert!(!matches!(b.dispatch(10 * MS), Decision::Dispatch(_)));
+            let s = b.in_service.expect("flow 1 in service");
+            assert!(b.q(s).wait_request && b.timer.is_some(), "idling for flow 1");
+            (b, s)
+        };
+        for (flow, sectors, still) in [(1, 8, true), (1, 31, true), (1, 32, false), (2, 64, true)] {
+            let (mut b, s) = idling();
+            b.insert(read(2, flow, 8 + (u64::from(flow) << 20), sectors), 11 * MS);
+            assert_eq!(
+                (b.q(s).wait_request, b.timer.is_some()),
+                (still, still),
+                "flow {flow}, {sectors} sectors"
+            );
+            assert_eq!(b.in_service, Some(s));
+        }
+        // Not idling, a request in flight, the 125 ms budget timeout passed: a new request does not expire it.
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0, 8), 0);
+        assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+        let s = b.in_service.expect("flow 1 in service");
+        b.insert(read(2, 1, 8, 64), 200 * MS);
+        assert!(b.budget_timed_out(s, 200 * MS));
+        assert_eq!(b.in_service, Some(s));
+    }
 }
