@@ -511,8 +511,8 @@ mod tests {
     // flight and its timeout passed is left to the next dispatch.
     #[test]
     fn only_a_large_request_ends_the_idling_for_a_sequential_reader() {
-        let idling = || {
-            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let idling = |low_latency: &str| {
+            let mut b = bfq(&DeviceInfo::hdd(), &[low_latency]);
             b.flow_started(&FlowInfo::new(FlowId(1)), 0);
             b.flow_started(&FlowInfo::new(FlowId(2)), 0);
             b.insert(read(1, 1, 0, 8), 0);
@@ -527,7 +527,7 @@ mod tests {
             (b, s)
         };
         for (flow, sectors, still) in [(1, 8, true), (1, 31, true), (1, 32, false), (2, 64, true)] {
-            let (mut b, s) = idling();
+            let (mut b, s) = idling("low_latency=0");
             b.insert(read(2, flow, 8 + (u64::from(flow) << 20), sectors), 11 * MS);
             assert_eq!(
                 (b.q(s).wait_request, b.timer.is_some()),
@@ -536,6 +536,12 @@ mod tests {
             );
             assert_eq!(b.in_service, Some(s));
         }
+        // Flow 1 weight-raised (a new queue under low_latency): the idling is for its guarantees, not for
+        // throughput, and even a small request ends it.
+        let (mut b, s) = idling("low_latency=1");
+        assert!(b.raised(s));
+        b.insert(read(2, 1, 8 + (1 << 20), 8), 11 * MS);
+        assert_eq!((b.q(s).wait_request, b.timer.is_some()), (false, false), "raised");
         // Not idling, a request in flight, the 125 ms budget timeout passed: a new request does not expire it.
         let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
         b.flow_started(&FlowInfo::new(FlowId(1)), 0);
