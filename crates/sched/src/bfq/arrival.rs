@@ -552,4 +552,32 @@ mod tests {
         assert!(b.budget_timed_out(s, 200 * MS));
         assert_eq!(b.in_service, Some(s));
     }
+
+    // `bfq_bfqq_update_budg_for_activation`: a queue that expired empty with budget left and comes back within
+    // 3 x slice_idle (24 ms) of its last completion continues its slot with the budget it had left; one that
+    // comes back later starts afresh with its maximum budget. Flow 1 completes at 5 ms, expires when its 8 ms idle timer fires, and
+    // returns at 29 ms (in time) or 29 ms + 1 ns (late).
+    #[test]
+    fn a_queue_back_within_three_slice_idles_continues_its_slot() {
+        for (late, continues) in [(0, true), (1, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 5 * MS);
+            assert!(!matches!(b.dispatch(5 * MS), Decision::Dispatch(_)));
+            assert!(!matches!(b.dispatch(20 * MS), Decision::Dispatch(_)));
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            assert!(b.in_service.is_none() && !b.q(q).busy && b.q(q).non_blocking_wait_rq);
+            // A maximum budget above what is left (as after feedback that grew it), so the two differ.
+            b.qm(q).max_budget = 20_000;
+            let left = b.budget_left(q);
+            assert!(left > 0 && left < 20_000);
+            b.insert(read(2, 1, 8, 8), 29 * MS + late);
+            assert_eq!(b.entity_budget(q) == left, continues, "late by {late} ns");
+        }
+    }
 }
