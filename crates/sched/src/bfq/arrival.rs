@@ -580,4 +580,35 @@ mod tests {
             assert_eq!(b.entity_budget(q) == left, continues, "late by {late} ns");
         }
     }
+
+    // v7r2 gives a queue back its I/O-bound flag after REQUESTS_WITHIN_TIMER (120) arrivals in time (within
+    // 3 x slice_idle of its last completion); the newest rules judge I/O intensity instead. Flow 1, marked not
+    // I/O bound with 119 in-time arrivals counted, comes back 24 ms after its completion at 5 ms (in time, but
+    // idle 24 ms of its 29 ms life): the 120th makes it I/O bound under v7r2 only.
+    #[test]
+    fn v7r2_counts_in_time_arrivals_to_restore_io_bound() {
+        use super::super::era::Era;
+        for era in [Era::Newest, Era::V7r2] {
+            let mut b = of_era(era);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 5 * MS);
+            let mut now = 5 * MS;
+            while b.in_service.is_some() && now < 300 * MS {
+                now += MS;
+                let _ = b.dispatch(now);
+            }
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            assert!(b.in_service.is_none() && !b.q(q).busy, "{era:?}: expired at {now}");
+            let qq = b.qm(q);
+            qq.io_bound = false;
+            qq.requests_within_timer = super::super::REQUESTS_WITHIN_TIMER - 1;
+            b.insert(read(2, 1, 8, 8), 29 * MS);
+            assert_eq!(b.q(q).io_bound, era == Era::V7r2, "{era:?}");
+        }
+    }
 }
