@@ -611,4 +611,46 @@ mod tests {
             assert_eq!(b.q(q).io_bound, era == Era::V7r2, "{era:?}");
         }
     }
+
+    // A queue that comes back in time to continue its slot (it expired empty with budget left, and returns
+    // within 3 x slice_idle of its last completion) wants to preempt: it recovers the hole it left, and does
+    // preempt a queue worth idling for when its raising coefficient is at least the in-service queue's (both
+    // 1 here), being the next B-WF2Q+ choice with its old timestamps. v7r2 never preempts. Flow 2 is served
+    // at 0, completes at 1 ms and expires when its idle timer fires (at 9 ms); flow 1 is then served and idled
+    // for; flow 2 returns at 20 ms.
+    #[test]
+    fn a_queue_back_in_time_preempts_in_the_newest_rules_only() {
+        use super::super::era::Era;
+        for era in [Era::Newest, Era::V7r2] {
+            let mut b = of_era(era);
+            for f in [1, 2] {
+                b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+            }
+            let serve = |b: &mut Bfq, id: u64, flow: u32, at: Time| {
+                b.insert(read(id, flow, u64::from(flow) << 24, 8), at);
+                let r = match b.dispatch(at) {
+                    Decision::Dispatch(r) => r,
+                    d => panic!("expected a dispatch, got {d:?}"),
+                };
+                assert_eq!(r.flow, FlowId(flow));
+                b.completed(&r, at + MS);
+                assert!(
+                    !matches!(b.dispatch(at + MS), Decision::Dispatch(_)),
+                    "idling for flow {flow}"
+                );
+            };
+            serve(&mut b, 1, 2, 0);
+            serve(&mut b, 2, 1, 10 * MS);
+            let s = b.in_service.expect("flow 1 in service");
+            let w = b.flows[&2].sync_q.expect("flow 2's queue");
+            assert!(b.q(w).non_blocking_wait_rq && b.better_to_idle(s));
+            b.insert(read(3, 2, (2 << 24) + 8, 8), 20 * MS);
+            let preempted = era == Era::Newest;
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "{era:?}"
+            );
+        }
+    }
 }
