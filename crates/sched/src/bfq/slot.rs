@@ -264,3 +264,129 @@ impl Bfq {
         Pick::Wait
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::era::{Era, SeekMean, V7_SEEK_THR};
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{FlowId, FlowInfo, MS};
+
+    /// A policy of `era` on `dev` without weight raising.
+    fn of_era(era: Era, dev: &DeviceInfo) -> Bfq {
+        use super::super::tunables::{Params, TUNABLES, V7R2_TUNABLES};
+        use crate::tunables::TunableValues;
+        let specs: &[_] = if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES };
+        let v = TunableValues::parse("bfq", specs, dev, &["low_latency=0"]).unwrap();
+        Bfq::with_era(dev, Params::from_values(&v), era)
+    }
+
+    /// A live sync queue of flow 1 with a process reference.
+    fn sync_queue(b: &mut Bfq) -> QueueId {
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(1)), true, 0);
+        b.qm(q).refs = 1;
+        q
+    }
+
+    // The idle timer of a sequential (not seeky) reader runs the whole slice_idle, 8 ms; a seeky reader's is
+    // cut to 2 ms (the newest `bfq_arm_slice_timer`: a seeky queue is unlikely to issue a nearby request, so
+    // waiting long for it costs more than it gains).
+    #[test]
+    fn a_sequential_reader_is_idled_for_slice_idle_and_a_seeky_one_for_2_ms() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        assert!(!b.seeky(q));
+        b.arm_timer(q, 10 * MS);
+        assert_eq!(b.timer, Some(18 * MS));
+        b.qm(q).seek_history = u32::MAX;
+        assert!(b.seeky(q));
+        b.arm_timer(q, 10 * MS);
+        assert_eq!(b.timer, Some(12 * MS));
+    }
+
+    // v7r2's `bfq_update_idle_window`: the window closes for an exited process, for slice_idle 0, and for a
+    // seeky non-raised queue on a queueing device; otherwise, once the think time is known (more than 80
+    // filtered samples), it is open unless a non-raised queue thinks longer than slice_idle (8 ms: 8 ms is
+    // open, 8 ms + 1 ns closed); a raised queue keeps it open. Unknown think time leaves it as it was. A seeky
+    // queue that has received at most max_budget / 8 in its slot is not re-evaluated at all. The window decides
+    // v7r2's idling for a non-raised queue (`better_to_idle`).
+    #[test]
+    fn v7r2_idle_window_follows_think_time_seekiness_and_exit() {
+        use super::super::idling::ThinkTime;
+        let think = |mean: Time| ThinkTime {
+            samples: 1000,
+            total: 1000 * mean,
+            mean,
+        };
+        let mut hw = super::super::idling::HwTag::default();
+        hw.hw_tag = Some(false);
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        b.hw = hw;
+        let q = sync_queue(&mut b);
+        let window = |b: &mut Bfq| {
+            b.v7_update_idle_window(q);
+            b.q(q).idle_window
+        };
+        b.qm(q).ttime = think(8 * MS + 1);
+        assert!(!window(&mut b), "thinks longer than slice_idle");
+        assert!(!b.better_to_idle(q));
+        b.qm(q).ttime = think(8 * MS);
+        assert!(window(&mut b), "thinks exactly slice_idle");
+        assert!(b.better_to_idle(q));
+        b.qm(q).ttime = ThinkTime::default();
+        assert!(window(&mut b), "unknown think time: unchanged (open)");
+        b.qm(q).idle_window = false;
+        assert!(!window(&mut b), "unknown think time: unchanged (closed)");
+        b.qm(q).ttime = think(20 * MS);
+        b.qm(q).wr.coeff = 20;
+        assert!(window(&mut b), "raised: open whatever the think time");
+        b.qm(q).refs = 0;
+        assert!(!window(&mut b), "exited");
+        b.qm(q).refs = 1;
+        b.p.slice_idle = 0;
+        assert!(!window(&mut b), "slice_idle 0");
+        b.p.slice_idle = 8 * MS;
+
+        // Seeky (mean seek distance above 8192 sectors), with a long slot so that it is re-evaluated.
+        b.qm(q).seek_mean = SeekMean {
+            samples: 1000,
+            total: 1000 * (V7_SEEK_THR + 1),
+            mean: V7_SEEK_THR + 1,
+        };
+        assert!(b.seeky(q));
+        let e = b.q(q).entity;
+        b.wf.served(e, b.budgets.max_budget() / 8 + 1);
+        b.qm(q).ttime = think(MS);
+        assert!(window(&mut b), "seeky but raised");
+        b.qm(q).wr.coeff = 1;
+        assert!(window(&mut b), "seeky, not raised, device not queueing");
+        b.hw.hw_tag = Some(true);
+        assert!(!window(&mut b), "seeky, not raised, queueing device");
+
+        // A seeky queue with at most max_budget / 8 of service keeps its window, whatever else holds.
+        let mut b2 = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q2 = sync_queue(&mut b2);
+        b2.qm(q2).seek_mean = b.q(q).seek_mean;
+        b2.qm(q2).refs = 0;
+        let e2 = b2.q(q2).entity;
+        b2.wf.served(e2, b2.budgets.max_budget() / 8);
+        b2.v7_update_idle_window(q2);
+        assert!(b2.q(q2).idle_window, "short slot: not re-evaluated");
+        b2.wf.served(e2, 1);
+        b2.v7_update_idle_window(q2);
+        assert!(!b2.q(q2).idle_window, "one sector more: re-evaluated (exited)");
+
+        // Async and IDLE-class queues are never touched.
+        let a = b2.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        let mut idle = FlowInfo::new(FlowId(3));
+        idle.class = IoClass::Idle;
+        let i = b2.new_queue(0, &idle, true, 0);
+        b2.qm(i).idle_window = true;
+        for x in [a, i] {
+            let before = b2.q(x).idle_window;
+            b2.v7_update_idle_window(x);
+            assert_eq!(b2.q(x).idle_window, before);
+        }
+    }
+}
