@@ -389,4 +389,69 @@ mod tests {
             assert_eq!(b2.q(x).idle_window, before);
         }
     }
+
+    // `bfq_asymmetric_scenario`: the weights of the queues with pending I/O differ and this queue does not have
+    // the smallest (or is not counted), or queues of more than one class are busy, or more than one group has
+    // pending requests. On a queueing SSD, where idling never boosts throughput, that alone decides whether an
+    // emptied queue (not raised, two queues busy) is idled for, to keep the others from taking its share.
+    #[test]
+    fn an_asymmetric_scenario_makes_the_ssd_idle() {
+        let mut b = bfq(&DeviceInfo::ssd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(true);
+        let q = sync_queue(&mut b);
+        b.busy_queues = 2;
+        b.busy_per_class = [0, 2, 0];
+        b.groups_with_pending = 1;
+        let case = |b: &mut Bfq, weights: &[u32], counted: Option<u32>, classes: [u32; 3], groups: u32| {
+            b.weights = weights.iter().map(|&w| (w, 1)).collect();
+            b.qm(q).weight_counted = counted;
+            b.busy_per_class = classes;
+            b.groups_with_pending = groups;
+            let a = b.asymmetric(q);
+            assert_eq!(b.better_to_idle(q), a, "idling follows asymmetry");
+            a
+        };
+        let be = [0, 2, 0];
+        assert!(!case(&mut b, &[40], Some(40), be, 1), "one weight");
+        assert!(case(&mut b, &[40, 80], Some(80), be, 1), "not the smallest weight");
+        assert!(!case(&mut b, &[40, 80], Some(40), be, 1), "the smallest weight");
+        assert!(case(&mut b, &[40, 80], None, be, 1), "not counted");
+        assert!(case(&mut b, &[40], Some(40), [1, 1, 0], 1), "RT and BE busy");
+        assert!(case(&mut b, &[40], Some(40), [0, 1, 1], 1), "BE and IDLE busy");
+        assert!(!case(&mut b, &[40], Some(40), [0, 0, 2], 1), "IDLE only");
+        assert!(case(&mut b, &[40], Some(40), be, 2), "two groups with pending requests");
+    }
+
+    // v7r2's `bfq_bfqq_must_not_expire`: a sync queue is idled for if it is raised, or if it has the idle window
+    // and the device does not queue commands on flash (or, queueing, serves a raised queue); an exited process
+    // or slice_idle 0 is never idled for.
+    #[test]
+    fn v7r2_idles_for_a_raised_queue_or_one_with_the_idle_window_unless_the_device_queues() {
+        for (dev, rot) in [(DeviceInfo::hdd(), true), (DeviceInfo::ssd(), false)] {
+            let mut b = of_era(Era::V7r2, &dev);
+            let q = sync_queue(&mut b);
+            b.qm(q).idle_window = true;
+            for (hw_tag, wr_busy, want) in [(Some(false), 0, true), (Some(true), 0, rot), (Some(true), 1, false)] {
+                b.hw.hw_tag = hw_tag;
+                b.wr_busy_queues = wr_busy;
+                assert_eq!(
+                    b.better_to_idle(q),
+                    want,
+                    "rotational={rot} hw_tag={hw_tag:?} wr_busy={wr_busy}"
+                );
+            }
+            b.qm(q).wr.coeff = 20;
+            assert!(b.better_to_idle(q), "raised");
+            b.qm(q).idle_window = false;
+            assert!(b.better_to_idle(q), "raised, no idle window");
+            b.qm(q).wr.coeff = 1;
+            assert!(!b.better_to_idle(q), "no idle window");
+            b.qm(q).wr.coeff = 20;
+            b.p.slice_idle = 0;
+            assert!(!b.better_to_idle(q), "slice_idle 0");
+            b.p.slice_idle = 8 * MS;
+            b.qm(q).refs = 0;
+            assert!(!b.better_to_idle(q), "exited");
+        }
+    }
 }
