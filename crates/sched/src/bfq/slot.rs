@@ -454,4 +454,36 @@ mod tests {
             assert!(!b.better_to_idle(q), "exited");
         }
     }
+
+    // The newest `bfq_better_to_idle`, from the queue's facts: a sequential sync reader on an HDD that does not
+    // queue commands is idled for (it boosts throughput); not once its process has exited, nor with
+    // slice_idle 0, nor for the IDLE class. On a queueing SSD (idling never boosts throughput there) with two
+    // queues busy and equal weights, a queue is idled for only while raised with a non-raised queue busy (to
+    // keep the raised share).
+    #[test]
+    fn the_newest_idling_decision_reads_each_fact_of_the_queue() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(false);
+        b.busy_queues = 2;
+        let q = sync_queue(&mut b);
+        assert!(b.better_to_idle(q), "sequential reader on an HDD");
+        b.qm(q).refs = 0;
+        assert!(!b.better_to_idle(q), "exited");
+        b.qm(q).refs = 1;
+        b.p.slice_idle = 0;
+        assert!(!b.better_to_idle(q), "slice_idle 0");
+        b.p.slice_idle = 8 * MS;
+        b.qm(q).class = IoClass::Idle;
+        assert!(!b.better_to_idle(q), "IDLE class");
+
+        let mut b = bfq(&DeviceInfo::ssd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(true);
+        b.busy_queues = 2;
+        b.busy_per_class = [0, 2, 0];
+        let q = sync_queue(&mut b);
+        assert!(!b.better_to_idle(q), "queueing SSD, symmetric");
+        b.qm(q).wr.coeff = 30;
+        b.wr_busy_queues = 1;
+        assert!(b.better_to_idle(q), "raised, a non-raised queue busy");
+    }
 }
