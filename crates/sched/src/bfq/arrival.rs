@@ -351,14 +351,19 @@ mod tests {
     // `bfq_request_merged`: a front merge that makes a request start before the one that preceded it in sector
     // order (the new part overlaps it) makes the elevator choose the next request again. Head at 0: 1500 (8
     // sectors) is next, ahead of 2000; a 1000-sector request at 1000 front-merges into 2000, which now starts
-    // at 1000, nearer the head, and is served first.
+    // at 1000, nearer the head, and is served first; the queue's budget follows its new next request.
     #[test]
     fn a_front_merge_that_passes_the_previous_request_makes_it_the_next() {
         let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
         b.flow_started(&FlowInfo::new(FlowId(1)), 0);
         b.insert(read(1, 1, 1500, 8), 0);
         b.insert(read(2, 1, 2000, 8), 0);
+        // A small maximum budget (as after feedback that shrank it), so that the new next request's charge sets
+        // the queue's budget (`bfq_updated_next_req`).
+        let q = b.flows[&1].sync_q.expect("flow 1's queue");
+        b.qm(q).max_budget = 8;
         b.insert(read(3, 1, 1000, 1000), 0);
+        assert_eq!(b.entity_budget(q), 1008);
         let first = match b.dispatch(0) {
             Decision::Dispatch(r) => (r.sector, r.sectors),
             d => panic!("expected a dispatch, got {d:?}"),
