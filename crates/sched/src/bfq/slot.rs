@@ -413,6 +413,7 @@ mod tests {
         };
         let be = [0, 2, 0];
         assert!(!case(&mut b, &[40], Some(40), be, 1), "one weight");
+        assert!(!case(&mut b, &[40], None, be, 1), "one weight, not counted");
         assert!(case(&mut b, &[40, 80], Some(80), be, 1), "not the smallest weight");
         assert!(!case(&mut b, &[40, 80], Some(40), be, 1), "the smallest weight");
         assert!(case(&mut b, &[40, 80], None, be, 1), "not counted");
