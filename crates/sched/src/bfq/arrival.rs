@@ -369,6 +369,18 @@ mod tests {
             d => panic!("expected a dispatch, got {d:?}"),
         };
         assert_eq!(first, (1000, 1008));
+
+        // The choice is made again, not forced: with 100 queued too, the grown request (now at 1000) passes 1500
+        // but 100, nearer the head, stays next.
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        for (id, sector, sectors) in [(1, 100, 8), (2, 1500, 8), (3, 2000, 8), (4, 1000, 1000)] {
+            b.insert(read(id, 1, sector, sectors), 0);
+        }
+        match b.dispatch(0) {
+            Decision::Dispatch(r) => assert_eq!(r.sector, 100),
+            d => panic!("expected a dispatch, got {d:?}"),
+        }
     }
 
     // Across groups the comparison is of group weights: a fresh newcomer whose group weighs as much as the
