@@ -84,7 +84,7 @@ impl Bfq {
             if let Some(slot) = self.store.at_handle(h).map(|(k, _)| k) {
                 if let Some((old, new)) = self.store.merge_into(slot, rq, kind) {
                     if kind == MergeKind::Front {
-                        self.qm(q).rqs.resort(slot, old, new);
+                        self.front_merged(q, slot, old, new);
                         self.pos_update(q);
                     }
                 }
@@ -238,6 +238,436 @@ impl Bfq {
                 self.stats.preemptions += 1;
                 self.expire(s, Expiration::Preempted, now);
             }
+        }
+    }
+}
+
+impl Bfq {
+    /// `bfq_request_merged`: the request in `slot` of queue `q` grew at its front, from sector `old` to `new`.
+    /// It is moved in the queue's sector order; if it now starts before the request that preceded it (possible
+    /// only when the two overlap), the next request is chosen again between the current one and it, and a
+    /// change of next request updates the queue's budget.
+    fn front_merged(&mut self, q: QueueId, slot: SlotId, old: u64, new: u64) {
+        use super::fifo::{choose_first, Cand};
+        let passed = self.q(q).rqs.sort.before(&(old, slot)).is_some_and(|(p, _)| new < p);
+        self.qm(q).rqs.resort(slot, old, new);
+        if !passed {
+            return;
+        }
+        let (last, bm, pen) = (self.last_position, self.p.back_seek_max, self.p.back_seek_penalty);
+        let cand = |s: SlotId| self.store.rq(s).map(Cand::of);
+        let prev = self.q(q).rqs.next;
+        let keep = match (prev.and_then(cand), cand(slot)) {
+            (Some(n), Some(m)) => choose_first(n, m, last, bm, pen),
+            _ => false,
+        };
+        if !keep {
+            self.qm(q).rqs.next = Some(slot);
+        }
+        if prev != self.q(q).rqs.next {
+            self.updated_next_req(q);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Decision, Direction, FlowId, FlowInfo, IoClass, RequestId, MS};
+
+    fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
+    }
+
+    /// A policy on an HDD without weight raising, with flow 1's one request dispatched: its queue is in
+    /// service, empty, and worth idling for (a sequential reader on a rotational disk).
+    fn one_in_service() -> (Bfq, QueueId) {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0, 8), 0);
+        assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+        let s = b.in_service.expect("flow 1 in service");
+        assert!(b.better_to_idle(s));
+        (b, s)
+    }
+
+    // `bfq_updated_next_req`: when a waiting queue's next request changes, its budget follows (at least its
+    // maximum budget and the new request's charge), so its finish time, the B-WF2Q+ key, moves with it; the
+    // queue in service keeps the budget it was selected with (changing it would break the guarantees).
+    #[test]
+    fn a_waiting_queues_budget_follows_its_next_request_but_not_the_in_service_ones() {
+        let (mut b, s) = one_in_service();
+        b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        b.insert(read(2, 2, 1 << 30, 8), 0);
+        let w = b.flows[&2].sync_q.expect("flow 2's queue");
+        let (budget, finish) = (b.entity_budget(w), b.wf.entity(b.q(w).entity).map(|f| f.finish));
+        assert!(budget > 64, "a fresh queue's budget, {budget}");
+        // As if the budget feedback had shrunk its maximum: a new next request (nearer the head at 8) of 64
+        // sectors makes the budget 64, and the finish time earlier.
+        b.qm(w).max_budget = 8;
+        b.insert(read(3, 2, 1 << 29, 64), 0);
+        assert_eq!(
+            b.q(w).rqs.next.and_then(|x| b.store.rq(x)).map(|r| r.id),
+            Some(RequestId(3))
+        );
+        assert_eq!(b.entity_budget(w), 64);
+        assert!(b.wf.entity(b.q(w).entity).map(|f| f.finish) < finish);
+        // The queue in service: a new request does not touch its budget.
+        let sb = b.entity_budget(s);
+        b.qm(s).max_budget = 8;
+        b.insert(read(4, 1, 8, 64), 0);
+        assert_eq!(b.entity_budget(s), sb);
+    }
+
+    // Preemption at an idle-to-busy switch: a newcomer preempts the queue in service (worth idling for) only if
+    // it has a higher class or weight, or comes back in time to continue its slot. A fresh newcomer of the same
+    // weight does not, even when its small budget makes it the next B-WF2Q+ choice; one of twice the weight
+    // does, and so does a real-time one of the same weight.
+    #[test]
+    fn only_a_heavier_newcomer_preempts_a_queue_worth_idling_for() {
+        let heavier = Some(2 * Bfq::flow_weight(&FlowInfo::new(FlowId(1))));
+        for (weight, class) in [(None, IoClass::Be), (heavier, IoClass::Be), (None, IoClass::Rt)] {
+            let (mut b, s) = one_in_service();
+            let mut info = FlowInfo::new(FlowId(2));
+            info.weight = weight;
+            info.class = class;
+            b.flow_started(&info, 0);
+            let w = b.sync_queue(FlowId(2), 0);
+            b.qm(w).max_budget = 64;
+            b.insert(read(2, 2, 1 << 30, 8), MS);
+            assert!(!b.wf.in_service_still_next(MS), "the newcomer would be next");
+            let preempted = weight.is_some() || class == IoClass::Rt;
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "weight {weight:?}, {class:?}"
+            );
+        }
+    }
+
+    // `bfq_request_merged`: a front merge that makes a request start before the one that preceded it in sector
+    // order (the new part overlaps it) makes the elevator choose the next request again. Head at 0: 1500 (8
+    // sectors) is next, ahead of 2000; a 1000-sector request at 1000 front-merges into 2000, which now starts
+    // at 1000, nearer the head, and is served first; the queue's budget follows its new next request.
+    #[test]
+    fn a_front_merge_that_passes_the_previous_request_makes_it_the_next() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 1500, 8), 0);
+        b.insert(read(2, 1, 2000, 8), 0);
+        // A small maximum budget (as after feedback that shrank it), so that the new next request's charge sets
+        // the queue's budget (`bfq_updated_next_req`).
+        let q = b.flows[&1].sync_q.expect("flow 1's queue");
+        b.qm(q).max_budget = 8;
+        b.insert(read(3, 1, 1000, 1000), 0);
+        assert_eq!(b.entity_budget(q), 1008);
+        let first = match b.dispatch(0) {
+            Decision::Dispatch(r) => (r.sector, r.sectors),
+            d => panic!("expected a dispatch, got {d:?}"),
+        };
+        assert_eq!(first, (1000, 1008));
+
+        // The choice is made again, not forced: with 100 queued too, the grown request (now at 1000) passes 1500
+        // but 100, nearer the head, stays next.
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        for (id, sector, sectors) in [(1, 100, 8), (2, 1500, 8), (3, 2000, 8), (4, 1000, 1000)] {
+            b.insert(read(id, 1, sector, sectors), 0);
+        }
+        match b.dispatch(0) {
+            Decision::Dispatch(r) => assert_eq!(r.sector, 100),
+            d => panic!("expected a dispatch, got {d:?}"),
+        }
+    }
+
+    // Across groups the comparison is of group weights: a fresh newcomer whose group weighs as much as the
+    // in-service queue's group does not preempt it (even as the next B-WF2Q+ choice); one whose group weighs
+    // twice as much does.
+    #[test]
+    fn a_newcomer_of_another_group_preempts_only_if_its_group_is_heavier() {
+        use crate::types::GroupId;
+        for (w2, preempted) in [(100, false), (200, true)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.set_group_weight(GroupId(1), 100);
+            b.set_group_weight(GroupId(2), w2);
+            b.flow_started(&FlowInfo::new(FlowId(1)).with_group(GroupId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+            let s = b.in_service.expect("flow 1 in service");
+            b.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(2)), 0);
+            let w = b.sync_queue(FlowId(2), 0);
+            b.qm(w).max_budget = 64;
+            b.insert(read(2, 2, 1 << 30, 8), MS);
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "{w2}"
+            );
+            if !preempted {
+                assert!(!b.wf.in_service_still_next(MS), "the newcomer's group would be next");
+            }
+        }
+    }
+
+    // `bfq_update_io_intensity`: the time since the last completion counts as idle only if nothing of the
+    // queue was in the driver meanwhile; a queue idle more than a fifth of its window is not I/O bound; the
+    // window is halved (with its idle time) once it exceeds 200 ms, not at exactly 200 ms.
+    #[test]
+    fn io_intensity_counts_idle_time_only_with_nothing_in_the_driver_and_halves_after_200_ms() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(1)), true, 0);
+        let qq = b.qm(q);
+        qq.just_created = false;
+        qq.last_end_request = Some(10 * MS);
+        qq.dispatched = 1;
+        b.update_io_intensity(q, 100 * MS);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.tot_idle_time, qq.io_bound),
+            (0, true),
+            "a request in flight: not idle"
+        );
+        b.qm(q).dispatched = 0;
+        b.update_io_intensity(q, 100 * MS);
+        let qq = b.q(q);
+        assert_eq!((qq.tot_idle_time, qq.io_bound), (90 * MS, false), "90 ms idle of 100");
+
+        let qq = b.qm(q);
+        qq.tot_idle_time = 30 * MS;
+        qq.dispatched = 1;
+        b.update_io_intensity(q, 200 * MS);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.io_start_time, qq.tot_idle_time, qq.io_bound),
+            (0, 30 * MS, true),
+            "200 ms: kept"
+        );
+        b.update_io_intensity(q, 200 * MS + 2);
+        let qq = b.q(q);
+        assert_eq!(
+            (qq.io_start_time, qq.tot_idle_time),
+            (100 * MS + 1, 15 * MS),
+            "just over: halved"
+        );
+    }
+
+    /// A policy of `era` on an HDD without weight raising.
+    fn of_era(era: super::super::era::Era) -> Bfq {
+        use super::super::tunables::{Params, TUNABLES, V7R2_TUNABLES};
+        use crate::tunables::TunableValues;
+        let v7 = era == super::super::era::Era::V7r2;
+        let specs: &[_] = if v7 { &V7R2_TUNABLES } else { &TUNABLES };
+        let v = TunableValues::parse("bfq", specs, &DeviceInfo::hdd(), &["low_latency=0"]).unwrap();
+        Bfq::with_era(&DeviceInfo::hdd(), Params::from_values(&v), era)
+    }
+
+    // Think time: the newest kernels sample it only at an arrival that finds the queue with nothing queued or in
+    // flight (how long the process takes to come back once served), and call it short up to slice_idle / 2
+    // (4 ms); v7r2 samples every arrival after a completion and calls it short up to slice_idle (8 ms). Here
+    // the arrival at 300 ms finds the queue still holding a request: v7r2 samples its gap since the completion
+    // at 2 ms, the newest rules do not, and a learnt mean of 5 ms is short for v7r2 only (3 ms for both). Once
+    // the queue has been served, has expired and left the busy set, the arrival at 600 ms is sampled by both.
+    // The I/O-intensity window is updated only at an arrival into an empty sync queue, and only by the newest
+    // rules (v7r2's I/O-bound flag follows its own rule, `requests_within_timer`): its start stays put at the
+    // arrival at 300 ms for both eras (an update there would halve the 300 ms window), and at v7r2's arrival
+    // into the emptied queue at 600 ms.
+    #[test]
+    fn think_time_and_io_intensity_are_sampled_by_each_eras_rule() {
+        use super::super::era::Era;
+        use super::super::idling::ThinkTime;
+        for era in [Era::Newest, Era::V7r2] {
+            for mean in [3 * MS, 5 * MS] {
+                let mut b = of_era(era);
+                b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+                b.insert(read(1, 1, 0, 8), 0);
+                let r1 = match b.dispatch(0) {
+                    Decision::Dispatch(r) => r,
+                    d => panic!("expected a dispatch, got {d:?}"),
+                };
+                b.insert(read(2, 1, 1 << 20, 8), MS);
+                b.completed(&r1, 2 * MS);
+                let q = b.flows[&1].sync_q.expect("flow 1's queue");
+                let io_start = b.q(q).io_start_time;
+                let learnt = ThinkTime {
+                    samples: 1000,
+                    total: 1000 * mean,
+                    mean,
+                };
+                b.qm(q).ttime = learnt;
+                b.insert(read(3, 1, 1 << 21, 8), 300 * MS);
+                let v7 = era == Era::V7r2;
+                assert_eq!(b.q(q).ttime != learnt, v7, "{era:?}: sampled at 300 ms");
+                assert_eq!(b.q(q).has_short_ttime, v7 || mean == 3 * MS, "{era:?}: {mean} ns short");
+                assert_eq!(b.q(q).io_start_time, io_start, "{era:?}: a queue holding a request");
+                let mut now = 300 * MS;
+                while let Decision::Dispatch(r) = b.dispatch(now) {
+                    now += MS;
+                    b.completed(&r, now);
+                }
+                let _ = b.dispatch(now + 100 * MS);
+                assert!(b.q(q).rqs.is_empty() && b.q(q).dispatched == 0 && !b.q(q).busy);
+                let before = b.q(q).ttime;
+                b.insert(read(4, 1, 1 << 22, 8), 600 * MS);
+                assert_ne!(b.q(q).ttime, before, "{era:?}: sampled at 600 ms");
+                if v7 {
+                    assert_eq!(b.q(q).io_start_time, io_start, "v7r2: an empty queue");
+                }
+            }
+        }
+    }
+
+    // `bfq_rq_enqueued` while the queue in service is idling for its next request (a sequential reader on an
+    // HDD, where idling boosts throughput): one small request (under 32 sectors) lets the idling go on, so
+    // that more can arrive and be dispatched together; a larger one stops it (the timer is cancelled and the
+    // request can be dispatched). The reader was served for 10 ms and idle for 1 ms, so it is I/O bound (idle
+    // at most a fifth of the time), which with a short think time makes idling boost throughput. Another queue's arrival does not touch the timer. And the expiry for a
+    // passed budget timeout happens at an arrival only while idling: a queue in service with a request in
+    // flight and its timeout passed is left to the next dispatch.
+    #[test]
+    fn only_a_large_request_ends_the_idling_for_a_sequential_reader() {
+        let idling = |low_latency: &str| {
+            let mut b = bfq(&DeviceInfo::hdd(), &[low_latency]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 10 * MS);
+            assert!(!matches!(b.dispatch(10 * MS), Decision::Dispatch(_)));
+            let s = b.in_service.expect("flow 1 in service");
+            assert!(b.q(s).wait_request && b.timer.is_some(), "idling for flow 1");
+            (b, s)
+        };
+        for (flow, sectors, still) in [(1, 8, true), (1, 31, true), (1, 32, false), (2, 64, true)] {
+            let (mut b, s) = idling("low_latency=0");
+            b.insert(read(2, flow, 8 + (u64::from(flow) << 20), sectors), 11 * MS);
+            assert_eq!(
+                (b.q(s).wait_request, b.timer.is_some()),
+                (still, still),
+                "flow {flow}, {sectors} sectors"
+            );
+            assert_eq!(b.in_service, Some(s));
+        }
+        // Flow 1 weight-raised (a new queue under low_latency): the idling is for its guarantees, not for
+        // throughput, and even a small request ends it.
+        let (mut b, s) = idling("low_latency=1");
+        assert!(b.raised(s));
+        b.insert(read(2, 1, 8 + (1 << 20), 8), 11 * MS);
+        assert_eq!((b.q(s).wait_request, b.timer.is_some()), (false, false), "raised");
+        // Not idling, a request in flight, the 125 ms budget timeout passed: a new request does not expire it.
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0, 8), 0);
+        assert!(matches!(b.dispatch(0), Decision::Dispatch(_)));
+        let s = b.in_service.expect("flow 1 in service");
+        b.insert(read(2, 1, 8, 64), 200 * MS);
+        assert!(b.budget_timed_out(s, 200 * MS));
+        assert_eq!(b.in_service, Some(s));
+    }
+
+    // `bfq_bfqq_update_budg_for_activation`: a queue that expired empty with budget left and comes back within
+    // 3 x slice_idle (24 ms) of its last completion continues its slot with the budget it had left; one that
+    // comes back later starts afresh with its maximum budget. Flow 1 completes at 5 ms, expires when its 8 ms idle timer fires, and
+    // returns at 29 ms (in time) or 29 ms + 1 ns (late).
+    #[test]
+    fn a_queue_back_within_three_slice_idles_continues_its_slot() {
+        for (late, continues) in [(0, true), (1, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 5 * MS);
+            assert!(!matches!(b.dispatch(5 * MS), Decision::Dispatch(_)));
+            assert!(!matches!(b.dispatch(20 * MS), Decision::Dispatch(_)));
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            assert!(b.in_service.is_none() && !b.q(q).busy && b.q(q).non_blocking_wait_rq);
+            // A maximum budget above what is left (as after feedback that grew it), so the two differ.
+            b.qm(q).max_budget = 20_000;
+            let left = b.budget_left(q);
+            assert!(left > 0 && left < 20_000);
+            b.insert(read(2, 1, 8, 8), 29 * MS + late);
+            assert_eq!(b.entity_budget(q) == left, continues, "late by {late} ns");
+        }
+    }
+
+    // v7r2 gives a queue back its I/O-bound flag after REQUESTS_WITHIN_TIMER (120) arrivals in time (within
+    // 3 x slice_idle of its last completion); the newest rules judge I/O intensity instead. Flow 1, marked not
+    // I/O bound with 119 in-time arrivals counted, comes back 24 ms after its completion at 5 ms (in time, but
+    // idle 24 ms of its 29 ms life): the 120th makes it I/O bound under v7r2 only.
+    #[test]
+    fn v7r2_counts_in_time_arrivals_to_restore_io_bound() {
+        use super::super::era::Era;
+        for era in [Era::Newest, Era::V7r2] {
+            let mut b = of_era(era);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let r1 = match b.dispatch(0) {
+                Decision::Dispatch(r) => r,
+                d => panic!("expected a dispatch, got {d:?}"),
+            };
+            b.completed(&r1, 5 * MS);
+            let mut now = 5 * MS;
+            while b.in_service.is_some() && now < 300 * MS {
+                now += MS;
+                let _ = b.dispatch(now);
+            }
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            assert!(b.in_service.is_none() && !b.q(q).busy, "{era:?}: expired at {now}");
+            let qq = b.qm(q);
+            qq.io_bound = false;
+            qq.requests_within_timer = super::super::REQUESTS_WITHIN_TIMER - 1;
+            b.insert(read(2, 1, 8, 8), 29 * MS);
+            assert_eq!(b.q(q).io_bound, era == Era::V7r2, "{era:?}");
+        }
+    }
+
+    // A queue that comes back in time to continue its slot (it expired empty with budget left, and returns
+    // within 3 x slice_idle of its last completion) wants to preempt: it recovers the hole it left, and does
+    // preempt a queue worth idling for when its raising coefficient is at least the in-service queue's (both
+    // 1 here), being the next B-WF2Q+ choice with its old timestamps. v7r2 never preempts. Flow 2 is served
+    // at 0, completes at 1 ms and expires when its idle timer fires (at 9 ms); flow 1 is then served and idled
+    // for; flow 2 returns at 20 ms.
+    #[test]
+    fn a_queue_back_in_time_preempts_in_the_newest_rules_only() {
+        use super::super::era::Era;
+        for era in [Era::Newest, Era::V7r2] {
+            let mut b = of_era(era);
+            for f in [1, 2] {
+                b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+            }
+            let serve = |b: &mut Bfq, id: u64, flow: u32, at: Time| {
+                b.insert(read(id, flow, u64::from(flow) << 24, 8), at);
+                let r = match b.dispatch(at) {
+                    Decision::Dispatch(r) => r,
+                    d => panic!("expected a dispatch, got {d:?}"),
+                };
+                assert_eq!(r.flow, FlowId(flow));
+                b.completed(&r, at + MS);
+                assert!(
+                    !matches!(b.dispatch(at + MS), Decision::Dispatch(_)),
+                    "idling for flow {flow}"
+                );
+            };
+            serve(&mut b, 1, 2, 0);
+            serve(&mut b, 2, 1, 10 * MS);
+            let s = b.in_service.expect("flow 1 in service");
+            let w = b.flows[&2].sync_q.expect("flow 2's queue");
+            assert!(b.q(w).non_blocking_wait_rq && b.better_to_idle(s));
+            b.insert(read(3, 2, (2 << 24) + 8, 8), 20 * MS);
+            let preempted = era == Era::Newest;
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "{era:?}"
+            );
         }
     }
 }

@@ -404,4 +404,299 @@ mod tests {
         done(&mut b, false, 10 * US, 3 * MS);
         assert_eq!(b.q(q).inject.limit, b.queue_depth, "capped at the queue depth");
     }
+
+    /// Queues request `id` of `flow` (`sectors` long at `sector`) on queue `q` and flags `q` busy.
+    fn add_rq(b: &mut Bfq, q: QueueId, flow: u32, id: u64, sector: u64, sectors: u32) {
+        let sync = b.q(q).sync;
+        let dir = if sync { Direction::Read } else { Direction::Write };
+        let rq = Request::new(crate::types::RequestId(id), FlowId(flow), dir, sync, sector, sectors);
+        let slot = b.store.alloc(rq, q, 0);
+        let store = &b.store;
+        if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
+            qq.rqs.add(slot, store, 0, 0, 1);
+        }
+        b.qm(q).busy = true;
+    }
+
+    // A raised in-service queue with a short think time carries time-critical I/O, so only other raised queues
+    // may be injected in its holes (the kernel's `in_serv_always_inject` false: `bfqq->wr_coeff > 1` is then
+    // required of the candidate), and only if some other raised queue is busy. A non-raised in-service queue, or a
+    // raised one with a long think time, takes any candidate: the first in scan order.
+    #[test]
+    fn a_raised_short_thinker_is_injected_only_with_raised_queues() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let s = queue_with_rq(&mut b, 1, 1, 0, true);
+        let plain = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        let raised = queue_with_rq(&mut b, 3, 3, 1 << 21, true);
+        b.qm(s).inject.limit = 4;
+        b.qm(s).wr.coeff = 30;
+        b.qm(raised).wr.coeff = 30;
+        b.qm(s).has_short_ttime = true;
+        b.wr_busy_queues = 2;
+        assert_eq!(
+            b.injection_candidate(s, 0),
+            Some(raised),
+            "the non-raised queue is passed over"
+        );
+        b.inject.cursor = 0;
+        b.wr_busy_queues = 1;
+        b.qm(raised).wr.coeff = 1;
+        assert_eq!(b.injection_candidate(s, 0), None, "no other raised queue is busy");
+        b.qm(s).has_short_ttime = false;
+        b.inject.cursor = 0;
+        assert_eq!(
+            b.injection_candidate(s, 0),
+            Some(plain),
+            "a long thinker absorbs any injection"
+        );
+    }
+
+    // On flash a request of 64 sectors or more is injected only into an empty device (it would delay the
+    // in-service queue's next request: the kernel's BFQQ_SECT_THR_NONROT rule); 63 sectors, or a rotational
+    // disk, is injected alongside a request in flight. One raised queue is busy, so the "idling boosts
+    // throughput with no issue" exclusion does not apply and the size rule alone decides.
+    #[test]
+    fn a_large_request_is_injected_on_flash_only_into_an_empty_device() {
+        for (dev, rot) in [(DeviceInfo::ssd(), false), (DeviceInfo::hdd(), true)] {
+            let mut b = bfq(&dev, &[]);
+            assert_eq!(b.rotational, rot);
+            let s = queue_with_rq(&mut b, 1, 1, 0, true);
+            b.qm(s).inject.limit = 4;
+            b.wr_busy_queues = 1;
+            let big = b.new_queue(0, &FlowInfo::new(FlowId(2)), true, 0);
+            add_rq(&mut b, big, 2, 2, 1 << 20, LARGE_RQ_NONROT);
+            b.rq_in_driver = 1;
+            let want = rot.then_some(big);
+            assert_eq!(
+                b.injection_candidate(s, 0),
+                want,
+                "64 sectors, one in flight, rotational={rot}"
+            );
+            b.rq_in_driver = 0;
+            b.inject.cursor = 0;
+            assert_eq!(
+                b.injection_candidate(s, 0),
+                Some(big),
+                "64 sectors into an empty device"
+            );
+            let small = b.new_queue(0, &FlowInfo::new(FlowId(3)), true, 0);
+            add_rq(&mut b, small, 3, 3, 1 << 22, LARGE_RQ_NONROT - 1);
+            b.rq_in_driver = 1;
+            b.inject.cursor = 0;
+            let want = if rot { big } else { small };
+            assert_eq!(
+                b.injection_candidate(s, 0),
+                Some(want),
+                "63 sectors pass, rotational={rot}"
+            );
+        }
+    }
+
+    // The process's own async I/O is injected first, whatever the limit: flow 1 (best effort, priority 2) finds
+    // its async queue among the group's 17 (8 RT, 8 BE, 1 IDLE; BE priority 2 is the 11th), and only when that
+    // queue's next request is its own (a shared async queue may hold another process's write first).
+    #[test]
+    fn the_processs_own_async_queue_is_injected_whatever_the_limit() {
+        // The in-service queue of flow 1 and the shared async queue of its class and priority, whose next
+        // request is `writer`'s; the limit is 0, so only the own-async rule can inject.
+        // The flow's group is the root (index 0) or a second group (index 1), whose async queues are its own.
+        let candidate = |writer: u32, group: u32| {
+            let mut b = bfq(&DeviceInfo::ssd(), &[]);
+            b.ensure_flow(FlowId(1));
+            if let Some(c) = b.flows.get_mut(&1) {
+                c.info.prio = 2;
+                c.info.group = crate::types::GroupId(group);
+            }
+            let s = queue_with_rq(&mut b, 1, 1, 0, true);
+            b.qm(s).merge.owner = 1;
+            b.qm(s).inject.limit = 0;
+            let a = b.async_queue(FlowId(1), 0);
+            let gi = b.group_index_get(crate::types::GroupId(group)).unwrap_or(u32::MAX);
+            assert_eq!(
+                (gi, b.groups[gi as usize].async_q[8 + 2]),
+                (u32::from(group != 0), Some(a))
+            );
+            add_rq(&mut b, a, writer, 2, 1 << 20, 8);
+            (a, b.injection_candidate(s, 0))
+        };
+        for group in [0, 7] {
+            let (a, got) = candidate(1, group);
+            assert_eq!(got, Some(a), "its own write, group {group}");
+            assert_eq!(
+                candidate(9, group).1,
+                None,
+                "another process's write first in the shared queue"
+            );
+        }
+    }
+
+    // The scan for "any queue" starts after the queue injected last, so that among equally good candidates
+    // each gets its turn (our rotation; the kernel walks its active list from the most recently activated
+    // queue). With the in-service queue at slot 0 and candidates at slots 1 and 2: 1, 2, 1.
+    #[test]
+    fn the_injection_scan_takes_candidates_in_turn() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let s = queue_with_rq(&mut b, 1, 1, 0, true);
+        let c1 = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+        let c2 = queue_with_rq(&mut b, 3, 3, 1 << 21, true);
+        b.qm(s).inject.limit = 4;
+        b.wr_busy_queues = 1;
+        let picks: Vec<_> = (0..3).map(|_| b.injection_candidate(s, 0)).collect();
+        assert_eq!(picks, [Some(c1), Some(c2), Some(c1)]);
+    }
+
+    // At most 64 queues are examined per attempt, and the next attempt goes on after them: with the in-service
+    // queue at slot 0 and 69 more queues, a candidate at slot 66 is not found by a scan starting at slot 0 (it
+    // examines slots 0-63), and is the first found by the next one (from slot 64), ahead of a candidate at slot 3.
+    #[test]
+    fn the_scan_examines_64_queues_and_the_next_one_continues_after_them() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let s = queue_with_rq(&mut b, 1, 1, 0, true);
+        let others: Vec<QueueId> = (2..=70u32)
+            .map(|f| b.new_queue(0, &FlowInfo::new(FlowId(f)), true, 0))
+            .collect();
+        assert_eq!((others[2].slot(), others[65].slot()), (3, 66));
+        b.qm(s).inject.limit = 4;
+        b.wr_busy_queues = 1;
+        add_rq(&mut b, others[65], 67, 2, 1 << 20, 8);
+        assert_eq!(b.injection_candidate(s, 0), None, "slot 66 is beyond this scan");
+        add_rq(&mut b, others[2], 4, 3, 1 << 21, 8);
+        assert_eq!(
+            b.injection_candidate(s, 0),
+            Some(others[65]),
+            "the next scan starts at slot 64"
+        );
+        assert_eq!(
+            b.injection_candidate(s, 0),
+            Some(others[2]),
+            "and then wraps round to slot 3"
+        );
+    }
+
+    // The limit is reset once a second, when the queue is next set in service: to 0 for a short thinker (its
+    // next request comes soon, and must find the device free) and to 1 otherwise, forgetting the baseline,
+    // so that a stale measurement cannot block or allow injection for ever. Before the second is up the
+    // learnt limit stays.
+    #[test]
+    fn the_limit_is_reset_a_second_after_its_last_decrease() {
+        for short in [false, true] {
+            let mut b = bfq(&DeviceInfo::ssd(), &[]);
+            let s = queue_with_rq(&mut b, 1, 1, 0, true);
+            let c = queue_with_rq(&mut b, 2, 2, 1 << 20, true);
+            b.wr_busy_queues = 1;
+            b.qm(s).has_short_ttime = short;
+            b.qm(s).inject = QueueInject {
+                limit: 3,
+                last_serv_time: 100 * US,
+                decrease_time: 10 * MS,
+                ..QueueInject::new(0)
+            };
+            b.inject.hole = true;
+            b.inject.injected = true;
+            b.rq_in_driver = 2;
+            b.inject_on_set_in_service(s, SEC + 10 * MS - 1);
+            assert_eq!(b.q(s).inject.limit, 3, "1 ns short of a second");
+            assert_eq!(
+                b.injection_candidate(s, 0),
+                Some(c),
+                "2 in the device, within the limit of 3"
+            );
+            assert!(!b.inject.hole && !b.inject.injected, "a new slot starts without a hole");
+            b.inject_on_set_in_service(s, SEC + 10 * MS);
+            let i = b.q(s).inject;
+            assert_eq!(
+                (i.limit, i.last_serv_time, i.decrease_time),
+                (u32::from(!short), 0, SEC + 10 * MS),
+                "short={short}"
+            );
+            assert_eq!(
+                b.injection_candidate(s, 0),
+                None,
+                "2 in the device, over the reset limit"
+            );
+        }
+    }
+
+    // The baseline is the service time of a request that ran alone: dispatched into an empty device after a
+    // hole in which nothing was injected. A request that followed injected I/O (or shared the device) measures
+    // the injection's cost, not the baseline, so it leaves the baseline unset and the limit where it was; one
+    // that ran alone sets it. Driven through the hooks: plug (a hole), dispatch, completion.
+    #[test]
+    fn only_a_request_that_ran_alone_sets_the_baseline() {
+        for (injected, in_driver, alone) in [(true, 0, false), (false, 1, false), (false, 0, true)] {
+            let mut b = bfq(&DeviceInfo::ssd(), &[]);
+            let q = queue_with_rq(&mut b, 1, 1, 0, true);
+            let rq = b.store.rq(b.q(q).rqs.next.unwrap()).unwrap().clone();
+            b.in_service = Some(q);
+            b.qm(q).inject.limit = 2;
+            b.inject_on_plug(q);
+            b.inject.injected = injected;
+            b.inject_on_dispatch(q, &rq, in_driver, MS);
+            b.inject_on_completion(q, &rq, MS + 100 * US);
+            let i = b.q(q).inject;
+            let want = if alone { (100 * US, 3) } else { (0, 2) };
+            assert_eq!(
+                (i.last_serv_time, i.limit),
+                want,
+                "injected={injected} in_driver={in_driver}"
+            );
+        }
+    }
+
+    // A request served alone faster than the baseline lowers it (the kernel does the same: the baseline is the
+    // best time seen); a slower one, 149 µs against 80, is then within 3/2 of it and raises the limit.
+    #[test]
+    fn a_faster_request_served_alone_lowers_the_baseline() {
+        let mut b = bfq(&DeviceInfo::ssd(), &[]);
+        let q = queue_with_rq(&mut b, 1, 1, 0, true);
+        let rq = b.store.rq(b.q(q).rqs.next.unwrap()).unwrap().clone();
+        let mut at = 0;
+        let mut done = |b: &mut Bfq, took: Time| {
+            b.inject.waited = Some((rq.id.0, at, true));
+            b.inject_on_completion(q, &rq, at + took);
+            at += MS;
+            (b.q(q).inject.last_serv_time, b.q(q).inject.limit)
+        };
+        assert_eq!(done(&mut b, 100 * US), (100 * US, 1));
+        assert_eq!(done(&mut b, 80 * US), (80 * US, 2), "faster: the new baseline");
+        assert_eq!(done(&mut b, 119 * US), (80 * US, 3), "slower, within 3/2 of 80 us");
+        assert_eq!(done(&mut b, 120 * US), (80 * US, 2), "3/2 of 80 us: down");
+    }
+
+    // A waker is one other queue whose completions keep coming just before this sync queue's lone requests.
+    // Not counted: the queue's own completion, an async queue's arrival, an arrival while the queue already
+    // holds a request (its process did not wait), and detections alternating between two completers (each
+    // change of candidate restarts the count, so three hits shared by two queues make no waker).
+    #[test]
+    fn only_repeated_hits_of_one_other_queue_on_a_lone_sync_request_make_a_waker() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let w1 = queue_with_rq(&mut b, 1, 1, 0, true);
+        let w2 = queue_with_rq(&mut b, 2, 2, 1 << 18, true);
+        let q = queue_with_rq(&mut b, 3, 3, 1 << 20, true);
+        b.qm(q).has_short_ttime = false;
+        let hit = |b: &mut Bfq, by: QueueId, of: QueueId, at: Time| {
+            b.waker_on_completion(by, at - MS);
+            b.waker_on_arrival(of, at);
+            let i = b.q(of).inject;
+            (i.waker_candidate, i.waker_hits, i.waker)
+        };
+        assert_eq!(hit(&mut b, q, q, 10 * MS), (None, 0, None), "its own completion");
+        assert_eq!(hit(&mut b, w1, q, 20 * MS), (Some(w1), 1, None));
+        assert_eq!(
+            hit(&mut b, w2, q, 30 * MS),
+            (Some(w2), 1, None),
+            "another completer restarts"
+        );
+        assert_eq!(hit(&mut b, w1, q, 40 * MS), (Some(w1), 1, None), "and again");
+
+        // Two requests queued: the process did not wait for the completion.
+        add_rq(&mut b, q, 3, 4, 1 << 21, 8);
+        assert_eq!(hit(&mut b, w1, q, 50 * MS), (Some(w1), 1, None), "two queued: no hit");
+
+        // An async queue holding one request.
+        let a = b.async_queue(FlowId(3), 0);
+        add_rq(&mut b, a, 3, 5, 1 << 22, 8);
+        b.qm(a).has_short_ttime = false;
+        assert_eq!(hit(&mut b, w1, a, 60 * MS), (None, 0, None), "async");
+    }
 }

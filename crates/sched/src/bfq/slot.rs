@@ -264,3 +264,227 @@ impl Bfq {
         Pick::Wait
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::era::{Era, SeekMean, V7_SEEK_THR};
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{FlowId, FlowInfo, MS};
+
+    /// A policy of `era` on `dev` without weight raising.
+    fn of_era(era: Era, dev: &DeviceInfo) -> Bfq {
+        use super::super::tunables::{Params, TUNABLES, V7R2_TUNABLES};
+        use crate::tunables::TunableValues;
+        let specs: &[_] = if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES };
+        let v = TunableValues::parse("bfq", specs, dev, &["low_latency=0"]).unwrap();
+        Bfq::with_era(dev, Params::from_values(&v), era)
+    }
+
+    /// A live sync queue of flow 1 with a process reference.
+    fn sync_queue(b: &mut Bfq) -> QueueId {
+        let q = b.new_queue(0, &FlowInfo::new(FlowId(1)), true, 0);
+        b.qm(q).refs = 1;
+        q
+    }
+
+    // The idle timer of a sequential (not seeky) reader runs the whole slice_idle, 8 ms; a seeky reader's is
+    // cut to 2 ms (the newest `bfq_arm_slice_timer`: a seeky queue is unlikely to issue a nearby request, so
+    // waiting long for it costs more than it gains).
+    #[test]
+    fn a_sequential_reader_is_idled_for_slice_idle_and_a_seeky_one_for_2_ms() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        assert!(!b.seeky(q));
+        b.arm_timer(q, 10 * MS);
+        assert_eq!(b.timer, Some(18 * MS));
+        b.qm(q).seek_history = u32::MAX;
+        assert!(b.seeky(q));
+        b.arm_timer(q, 10 * MS);
+        assert_eq!(b.timer, Some(12 * MS));
+    }
+
+    // v7r2's `bfq_update_idle_window`: the window closes for an exited process, for slice_idle 0, and for a
+    // seeky non-raised queue on a queueing device; otherwise, once the think time is known (more than 80
+    // filtered samples), it is open unless a non-raised queue thinks longer than slice_idle (8 ms: 8 ms is
+    // open, 8 ms + 1 ns closed); a raised queue keeps it open. Unknown think time leaves it as it was. A seeky
+    // queue that has received at most max_budget / 8 in its slot is not re-evaluated at all. The window decides
+    // v7r2's idling for a non-raised queue (`better_to_idle`).
+    #[test]
+    fn v7r2_idle_window_follows_think_time_seekiness_and_exit() {
+        use super::super::idling::ThinkTime;
+        let think = |mean: Time| ThinkTime {
+            samples: 1000,
+            total: 1000 * mean,
+            mean,
+        };
+        let mut hw = super::super::idling::HwTag::default();
+        hw.hw_tag = Some(false);
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        b.hw = hw;
+        let q = sync_queue(&mut b);
+        let window = |b: &mut Bfq| {
+            b.v7_update_idle_window(q);
+            b.q(q).idle_window
+        };
+        b.qm(q).ttime = think(8 * MS + 1);
+        assert!(!window(&mut b), "thinks longer than slice_idle");
+        assert!(!b.better_to_idle(q));
+        b.qm(q).ttime = think(8 * MS);
+        assert!(window(&mut b), "thinks exactly slice_idle");
+        assert!(b.better_to_idle(q));
+        b.qm(q).ttime = ThinkTime::default();
+        assert!(window(&mut b), "unknown think time: unchanged (open)");
+        b.qm(q).idle_window = false;
+        assert!(!window(&mut b), "unknown think time: unchanged (closed)");
+        b.qm(q).ttime = think(20 * MS);
+        b.qm(q).wr.coeff = 20;
+        assert!(window(&mut b), "raised: open whatever the think time");
+        b.qm(q).refs = 0;
+        assert!(!window(&mut b), "exited");
+        b.qm(q).refs = 1;
+        b.p.slice_idle = 0;
+        assert!(!window(&mut b), "slice_idle 0");
+        b.p.slice_idle = 8 * MS;
+
+        // Seeky (mean seek distance above 8192 sectors), with a long slot so that it is re-evaluated.
+        b.qm(q).seek_mean = SeekMean {
+            samples: 1000,
+            total: 1000 * (V7_SEEK_THR + 1),
+            mean: V7_SEEK_THR + 1,
+        };
+        assert!(b.seeky(q));
+        let e = b.q(q).entity;
+        b.wf.served(e, b.budgets.max_budget() / 8 + 1);
+        b.qm(q).ttime = think(MS);
+        assert!(window(&mut b), "seeky but raised");
+        b.qm(q).wr.coeff = 1;
+        assert!(window(&mut b), "seeky, not raised, device not queueing");
+        b.hw.hw_tag = Some(true);
+        assert!(!window(&mut b), "seeky, not raised, queueing device");
+
+        // A seeky queue with at most max_budget / 8 of service keeps its window, whatever else holds.
+        let mut b2 = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q2 = sync_queue(&mut b2);
+        b2.qm(q2).seek_mean = b.q(q).seek_mean;
+        b2.qm(q2).refs = 0;
+        let e2 = b2.q(q2).entity;
+        b2.wf.served(e2, b2.budgets.max_budget() / 8);
+        b2.v7_update_idle_window(q2);
+        assert!(b2.q(q2).idle_window, "short slot: not re-evaluated");
+        b2.wf.served(e2, 1);
+        b2.v7_update_idle_window(q2);
+        assert!(!b2.q(q2).idle_window, "one sector more: re-evaluated (exited)");
+
+        // Async and IDLE-class queues are never touched.
+        let a = b2.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        let mut idle = FlowInfo::new(FlowId(3));
+        idle.class = IoClass::Idle;
+        let i = b2.new_queue(0, &idle, true, 0);
+        for x in [a, i] {
+            // Open, and with no process left: a re-evaluation would close it.
+            b2.qm(x).idle_window = true;
+            b2.v7_update_idle_window(x);
+            assert!(b2.q(x).idle_window);
+        }
+    }
+
+    // `bfq_asymmetric_scenario`: the weights of the queues with pending I/O differ and this queue does not have
+    // the smallest (or is not counted), or queues of more than one class are busy, or more than one group has
+    // pending requests. On a queueing SSD, where idling never boosts throughput, that alone decides whether an
+    // emptied queue (not raised, two queues busy) is idled for, to keep the others from taking its share.
+    #[test]
+    fn an_asymmetric_scenario_makes_the_ssd_idle() {
+        let mut b = bfq(&DeviceInfo::ssd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(true);
+        let q = sync_queue(&mut b);
+        b.busy_queues = 2;
+        b.busy_per_class = [0, 2, 0];
+        b.groups_with_pending = 1;
+        let case = |b: &mut Bfq, weights: &[u32], counted: Option<u32>, classes: [u32; 3], groups: u32| {
+            b.weights = weights.iter().map(|&w| (w, 1)).collect();
+            b.qm(q).weight_counted = counted;
+            b.busy_per_class = classes;
+            b.groups_with_pending = groups;
+            let a = b.asymmetric(q);
+            assert_eq!(b.better_to_idle(q), a, "idling follows asymmetry");
+            a
+        };
+        let be = [0, 2, 0];
+        assert!(!case(&mut b, &[40], Some(40), be, 1), "one weight");
+        assert!(!case(&mut b, &[40], None, be, 1), "one weight, not counted");
+        assert!(case(&mut b, &[40, 80], Some(80), be, 1), "not the smallest weight");
+        assert!(!case(&mut b, &[40, 80], Some(40), be, 1), "the smallest weight");
+        assert!(case(&mut b, &[40, 80], None, be, 1), "not counted");
+        assert!(case(&mut b, &[40], Some(40), [1, 1, 0], 1), "RT and BE busy");
+        assert!(case(&mut b, &[40], Some(40), [0, 1, 1], 1), "BE and IDLE busy");
+        assert!(!case(&mut b, &[40], Some(40), [0, 0, 2], 1), "IDLE only");
+        assert!(case(&mut b, &[40], Some(40), be, 2), "two groups with pending requests");
+    }
+
+    // v7r2's `bfq_bfqq_must_not_expire`: a sync queue is idled for if it is raised, or if it has the idle window
+    // and the device does not queue commands on flash (or, queueing, serves a raised queue); an exited process
+    // or slice_idle 0 is never idled for.
+    #[test]
+    fn v7r2_idles_for_a_raised_queue_or_one_with_the_idle_window_unless_the_device_queues() {
+        for (dev, rot) in [(DeviceInfo::hdd(), true), (DeviceInfo::ssd(), false)] {
+            let mut b = of_era(Era::V7r2, &dev);
+            let q = sync_queue(&mut b);
+            b.qm(q).idle_window = true;
+            for (hw_tag, wr_busy, want) in [(Some(false), 0, true), (Some(true), 0, rot), (Some(true), 1, false)] {
+                b.hw.hw_tag = hw_tag;
+                b.wr_busy_queues = wr_busy;
+                assert_eq!(
+                    b.better_to_idle(q),
+                    want,
+                    "rotational={rot} hw_tag={hw_tag:?} wr_busy={wr_busy}"
+                );
+            }
+            b.qm(q).wr.coeff = 20;
+            assert!(b.better_to_idle(q), "raised");
+            b.qm(q).idle_window = false;
+            assert!(b.better_to_idle(q), "raised, no idle window");
+            b.qm(q).wr.coeff = 1;
+            assert!(!b.better_to_idle(q), "no idle window");
+            b.qm(q).wr.coeff = 20;
+            b.p.slice_idle = 0;
+            assert!(!b.better_to_idle(q), "slice_idle 0");
+            b.p.slice_idle = 8 * MS;
+            b.qm(q).refs = 0;
+            assert!(!b.better_to_idle(q), "exited");
+        }
+    }
+
+    // The newest `bfq_better_to_idle`, from the queue's facts: a sequential sync reader on an HDD that does not
+    // queue commands is idled for (it boosts throughput); not once its process has exited, nor with
+    // slice_idle 0, nor for the IDLE class. On a queueing SSD (idling never boosts throughput there) with two
+    // queues busy and equal weights, a queue is idled for only while raised with a non-raised queue busy (to
+    // keep the raised share).
+    #[test]
+    fn the_newest_idling_decision_reads_each_fact_of_the_queue() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(false);
+        b.busy_queues = 2;
+        let q = sync_queue(&mut b);
+        assert!(b.better_to_idle(q), "sequential reader on an HDD");
+        b.qm(q).refs = 0;
+        assert!(!b.better_to_idle(q), "exited");
+        b.qm(q).refs = 1;
+        b.p.slice_idle = 0;
+        assert!(!b.better_to_idle(q), "slice_idle 0");
+        b.p.slice_idle = 8 * MS;
+        b.qm(q).class = IoClass::Idle;
+        assert!(!b.better_to_idle(q), "IDLE class");
+
+        let mut b = bfq(&DeviceInfo::ssd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(true);
+        b.busy_queues = 2;
+        b.busy_per_class = [0, 2, 0];
+        let q = sync_queue(&mut b);
+        assert!(!b.better_to_idle(q), "queueing SSD, symmetric");
+        b.qm(q).wr.coeff = 30;
+        b.wr_busy_queues = 1;
+        assert!(b.better_to_idle(q), "raised, a non-raised queue busy");
+    }
+}

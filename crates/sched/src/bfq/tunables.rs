@@ -305,4 +305,45 @@ mod tests {
         assert_eq!(params(&["slice_idle=0"]).slice_idle, 0);
         assert_eq!(params(&["slice_idle=0", "strict_guarantees=1"]).slice_idle, 8 * MS);
     }
+
+    // The ranges are the sysfs limits, written out (not read from the specs, which a wrong constant would move
+    // with): each maximum is accepted and one more is refused with an out-of-range error.
+    #[test]
+    fn the_largest_values_are_accepted_and_one_more_refused() {
+        let cases: [(&str, &[TunableSpec], &str, i64); 5] = [
+            ("bfq", &TUNABLES, "max_budget", 16_777_216),
+            ("bfq", &TUNABLES, "back_seek_max", 1_073_741_824),
+            ("bfq", &TUNABLES, "wr_max_softrt_rate", 16_777_216),
+            ("bfq-v7r2", &V7R2_TUNABLES, "max_budget_async_rq", 1_048_576),
+            ("bfq-v7r2", &V7R2_TUNABLES, "max_budget", 16_777_216),
+        ];
+        for (sched, specs, name, max) in cases {
+            let parse = |v: i64| TunableValues::parse(sched, specs, &DeviceInfo::hdd(), &[format!("{name}={v}")]);
+            assert!(parse(max).is_ok(), "{sched} {name}={max}");
+            assert!(parse(max + 1).is_err(), "{sched} {name}={}", max + 1);
+        }
+        let v7 = TunableValues::parse(
+            "bfq-v7r2",
+            &V7R2_TUNABLES,
+            &DeviceInfo::hdd(),
+            &["max_budget_async_rq=1048576"],
+        )
+        .unwrap();
+        assert_eq!(Params::from_values(&v7).max_budget_async_rq, 1 << 20);
+    }
+
+    // v7r2's default slice_idle is HZ / 125 jiffies (integer division): at HZ 300, 2 jiffies of 3.33 ms, 6.67 ms,
+    // not 8 ms rounded up to 3 jiffies; a value the user set is rounded up to whole jiffies instead.
+    #[test]
+    fn v7r2_default_slice_idle_is_hz_over_125_jiffies() {
+        use crate::scheduler::Scheduler;
+        let jiffy = SEC / 300;
+        for (pairs, want) in [(&[] as &[&str], 2 * jiffy), (&["slice_idle=7"], 3 * jiffy)] {
+            let v = TunableValues::parse("bfq-v7r2", &V7R2_TUNABLES, &DeviceInfo::hdd(), pairs).unwrap();
+            let mut b =
+                super::super::Bfq::with_era(&DeviceInfo::hdd(), Params::from_values(&v), super::super::Era::V7r2);
+            b.set_timer_hz(300);
+            assert_eq!(b.p.slice_idle, want, "{pairs:?}");
+        }
+    }
 }
