@@ -257,3 +257,315 @@ impl Bfq {
         expected > u128::from(4 * budget / 3)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Issue 21 (session 9): the charge of a request, the end of a slot (`expire`) and v7r2's per-slot peak-rate
+    //! sample, each checked by its effect on scheduling (the service charged, the timestamps, the flags and
+    //! estimates that later decisions read), with the expected figures written out rather than read back from
+    //! the constants under test.
+
+    use super::super::era::SeekMean;
+    use super::super::*;
+    use crate::device::DeviceInfo;
+    use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, MS, US};
+
+    fn dev(rotational: bool) -> DeviceInfo {
+        let mut d = if rotational {
+            DeviceInfo::hdd()
+        } else {
+            DeviceInfo::ssd()
+        };
+        d.queue_depth = 1;
+        d
+    }
+
+    fn policy(era: Era, rotational: bool, pairs: &[&str]) -> Bfq {
+        let table = if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES };
+        let d = dev(rotational);
+        let v = TunableValues::parse("bfq", table, &d, pairs).unwrap();
+        Bfq::with_era(&d, Params::from_values(&v), era)
+    }
+
+    fn rq(id: u64, flow: u32, sync: bool, sector: u64, sectors: u32) -> Request {
+        let dir = if sync { Direction::Read } else { Direction::Write };
+        Request::new(RequestId(id), FlowId(flow), dir, sync, sector, sectors)
+    }
+
+    #[track_caller]
+    fn serve(b: &mut Bfq, now: Time) -> Request {
+        let d = b.dispatch(now);
+        b.check_invariants().unwrap();
+        match d {
+            Decision::Dispatch(r) => r,
+            d => panic!("expected a dispatch, got {d:?}"),
+        }
+    }
+
+    /// A v7r2 policy whose one sync queue (flow 1, not raised) is in service with its budget timeout armed and its
+    /// slot started at 0.
+    fn v7_in_service(rotational: bool) -> (Bfq, QueueId) {
+        let mut b = policy(Era::V7r2, rotational, &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(rq(1, 1, true, 0, 8), 0);
+        serve(&mut b, 0);
+        let q = b.in_service.expect("flow 1 in service");
+        let qq = b.qm(q);
+        qq.budget_new = false;
+        qq.slot_start = 0;
+        (b, q)
+    }
+
+    /// One v7r2 slot of `usecs` µs that received `service` sectors of a `budget`, sampled at its expiration for
+    /// `reason`: returns v7r2's "slow" verdict.
+    fn v7_slot(b: &mut Bfq, q: QueueId, usecs: u64, service: u64, budget: u64, reason: Expiration) -> bool {
+        let e = b.q(q).entity;
+        b.wf.clear_service(e);
+        b.wf.served(e, service);
+        b.wf.set_budget(e, budget);
+        b.qm(q).slot_start = 0;
+        b.v7_update_peak_rate(q, usecs * US, reason)
+    }
+
+    // v7r2's per-slot sample (`bfq_update_peak_rate` of 2014) on a rotational disk, whose estimate starts at
+    // R_fast = 17415 (sectors/µs << 16). A 50 ms slot that moved 20 000 sectors ran at 20 000 x 65 536 / 50 000 =
+    // 26 214, faster than the peak: the 7/8 filter gives 17 415 x 7 / 8 + 26 214 / 8 = 15 238 + 3 276 = 18 514.
+    // A slot of exactly 20 ms is not sampled (the rule is "longer than 20 ms"), however fast; 20 ms + 1 µs is.
+    #[test]
+    fn v7r2_a_fast_slot_longer_than_20_ms_moves_the_peak_an_eighth_of_the_way() {
+        let (mut b, q) = v7_in_service(true);
+        assert_eq!(b.peak.peak, 17_415);
+        v7_slot(&mut b, q, 20_000, 20_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!(
+            (b.peak.peak, b.v7_rate_samples),
+            (17_415, 0),
+            "20 ms is not longer than 20 ms"
+        );
+        v7_slot(&mut b, q, 50_000, 20_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (18_514, 1));
+        // 20 ms + 1 µs at the same 0.4 sectors/µs (8000 sectors, rate 26 213): 18 514 x 7 / 8 + 3276 = 19 475.
+        v7_slot(&mut b, q, 20_001, 8_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (19_475, 2));
+    }
+
+    // A slot slower than the peak moves it only when it timed out without being seeky (the queue could not use
+    // its budget in time although it was sequential: the device is slower than believed). 10 000 sectors in
+    // 100 ms is 6553; an eighth is 819, so the peak falls to 15 238 + 819 = 16 057. The same slot ended by an
+    // exhausted budget, or by a timeout of a seeky queue, is counted as a sample but leaves the peak; a rate equal
+    // to the peak is not "faster". A slot too slow to leave anything after the division by 8 (8 sectors in
+    // 100 ms: rate 5, 5 / 8 = 0) is dropped altogether: not a sample.
+    #[test]
+    fn v7r2_a_slow_slot_lowers_the_peak_only_on_a_sequential_timeout() {
+        let (mut b, q) = v7_in_service(true);
+        v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (17_415, 1), "exhausted: no update");
+        v7_slot(&mut b, q, 65_536, 17_415, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (17_415, 2), "equal rate: no update");
+        b.qm(q).seek_mean = SeekMean {
+            samples: 256,
+            total: 256 * 10_000,
+            mean: 10_000,
+        };
+        assert!(b.seeky(q));
+        v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetTimeout);
+        assert_eq!(
+            (b.peak.peak, b.v7_rate_samples),
+            (17_415, 3),
+            "seeky timeout: no update"
+        );
+        b.qm(q).seek_mean = SeekMean::default();
+        v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetTimeout);
+        assert_eq!(
+            (b.peak.peak, b.v7_rate_samples),
+            (16_057, 4),
+            "sequential timeout: update"
+        );
+        v7_slot(&mut b, q, 100_000, 8, 16_384, Expiration::BudgetTimeout);
+        assert_eq!(
+            (b.peak.peak, b.v7_rate_samples),
+            (16_057, 4),
+            "a zero eighth is no sample"
+        );
+    }
+
+    // Only sync slots with their budget timeout armed are sampled (an async queue's slot, or one that saw no
+    // completion yet, says nothing about the device's peak), and neither is ever "slow".
+    #[test]
+    fn v7r2_samples_only_sync_slots_that_saw_a_completion() {
+        let (mut b, q) = v7_in_service(true);
+        b.qm(q).budget_new = true;
+        assert!(!v7_slot(&mut b, q, 50_000, 20_000, 4096, Expiration::BudgetExhausted));
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (17_415, 0));
+        b.qm(q).budget_new = false;
+        b.qm(q).sync = false;
+        assert!(!v7_slot(&mut b, q, 50_000, 20_000, 4096, Expiration::BudgetExhausted));
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (17_415, 0));
+        b.qm(q).sync = true;
+        assert!(v7_slot(&mut b, q, 50_000, 20_000, 4096, Expiration::BudgetExhausted));
+        assert_eq!(b.v7_rate_samples, 1);
+    }
+
+    // v7r2's "slow" (full-budget charge) as the code of the time computes it: the budget is above max_budget / 8
+    // (16 384 / 8 = 2048 before autotuning) and the slot's rate would serve more than 4/3 of the budget in one
+    // timeout_sync (125 ms). 8 sectors in 100 µs is a rate of 524 288 / 100 = 5242, i.e. 5242 x 1000 x 125 >> 16 =
+    // 9998 sectors per timeout: slow for a budget of 7498 (4/3 of it is 9997), not for 7499 (9998). A slot
+    // shorter than 100 µs is never judged; 2048 is not above max_budget / 8, 2049 is.
+    #[test]
+    fn v7r2_slow_is_a_budget_above_an_eighth_that_the_rate_would_overrun_by_a_third() {
+        let (mut b, q) = v7_in_service(true);
+        let ex = Expiration::BudgetExhausted;
+        assert!(v7_slot(&mut b, q, 100, 8, 7498, ex));
+        assert!(!v7_slot(&mut b, q, 100, 8, 7499, ex));
+        assert!(v7_slot(&mut b, q, 100, 8, 4096, ex));
+        assert!(!v7_slot(&mut b, q, 99, 8, 4096, ex), "under 100 µs: no verdict");
+        assert!(!v7_slot(&mut b, q, 100, 8, 2048, ex));
+        assert!(v7_slot(&mut b, q, 100, 8, 2049, ex));
+        // None of these short slots is a peak-rate sample.
+        assert_eq!((b.peak.peak, b.v7_rate_samples), (17_415, 0));
+    }
+
+    // The 32nd sample autotunes the maximum budget whether or not it moved the peak: 17 415 x 125 000 µs >> 16 =
+    // 33 216 sectors. The 31 before it do not; after it, only a sample that moves the peak does (a fast one:
+    // 18 514 x 125 000 >> 16 = 35 312), and a sample that leaves the peak leaves the maximum too.
+    #[test]
+    fn v7r2_autotunes_the_maximum_budget_at_the_32nd_sample_and_then_on_each_update() {
+        let (mut b, q) = v7_in_service(true);
+        // Force a visibly different maximum first, so that any autotuning shows.
+        b.budgets.max = 1000;
+        for i in 1..=31 {
+            v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetExhausted);
+            assert_eq!((b.v7_rate_samples, b.budgets.max), (i, 1000), "sample {i}");
+        }
+        v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples, b.budgets.max), (17_415, 32, 33_216));
+        b.budgets.max = 1000;
+        v7_slot(&mut b, q, 100_000, 10_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!(
+            (b.v7_rate_samples, b.budgets.max),
+            (32, 1000),
+            "no update, no autotuning"
+        );
+        v7_slot(&mut b, q, 50_000, 20_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.v7_rate_samples, b.budgets.max), (18_514, 32, 35_312));
+    }
+
+    // The first update moves the peak but does not autotune (the 32 samples are not there yet).
+    #[test]
+    fn v7r2_an_early_update_does_not_autotune() {
+        let (mut b, q) = v7_in_service(true);
+        b.budgets.max = 1000;
+        v7_slot(&mut b, q, 50_000, 20_000, 16_384, Expiration::BudgetExhausted);
+        assert_eq!((b.peak.peak, b.budgets.max), (18_514, 1000));
+    }
+
+    // The speed class that picks v7r2's raising length is re-checked with autotuning against (R_fast + R_slow) / 2:
+    // (17 415 + 1536) / 2 = 9475 on a rotational disk, (34 791 + 10 752) / 2 = 22 771 on flash. A fast device
+    // becomes slow only strictly below it, a slow one fast only strictly above it. Each case is one 32nd sample
+    // that does not move the peak (a slow slot ended by an exhausted budget), so the class is judged on the peak
+    // set here.
+    #[test]
+    fn v7r2_the_speed_class_flips_only_across_the_midpoint_of_the_reference_rates() {
+        for (rotational, peak, was_slow, now_slow) in [
+            (true, 17_415, false, false),
+            (true, 9_476, false, false),
+            (true, 9_475, false, false),
+            (true, 9_474, false, true),
+            (true, 9_000, false, true),
+            (true, 9_474, true, true),
+            (true, 9_475, true, true),
+            (true, 9_476, true, false),
+            (false, 22_772, true, false),
+            (false, 22_770, false, true),
+            (false, 17_415, false, true),
+        ] {
+            let (mut b, q) = v7_in_service(rotational);
+            b.v7_rate_samples = 31;
+            b.peak.peak = peak;
+            b.v7_slow_device = was_slow;
+            // 100 sectors in 100 ms: rate 65, an eighth 8, far below any of these peaks; no update.
+            v7_slot(&mut b, q, 100_000, 100, 16_384, Expiration::BudgetExhausted);
+            assert_eq!(b.peak.peak, peak);
+            assert_eq!(
+                b.v7_slow_device, now_slow,
+                "rotational {rotational}, peak {peak}, slow before {was_slow}"
+            );
+        }
+    }
+
+    // The charge of an async request (`bfq_serv_to_charge`): its size times 3 in the newest kernel, times 11 in
+    // v7r2, but only its size when the async queue is weight-raised, or (newest only) when the scenario is
+    // asymmetric. Here the async writer (weight 40) is asymmetric as soon as a sync reader of weight 10 (prio 7) has
+    // a request pending, the writer's weight not being the smallest; v7r2 has no such exception. The charge is
+    // what the queue's service, hence its finish time, advances by when the request is dispatched.
+    #[test]
+    fn an_async_request_costs_three_or_eleven_times_its_size_unless_raised_or_asymmetric() {
+        for (era, sym, asym) in [(Era::Newest, 24, 8), (Era::V7r2, 88, 88)] {
+            let mut b = policy(era, true, &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(rq(1, 1, false, 0, 8), 0);
+            let w = b.groups[0].async_q[8 + 4].expect("the BE prio-4 async queue");
+            assert_eq!(b.next_charge(w), sym, "{era:?}, symmetric");
+            let mut light = FlowInfo::new(FlowId(2));
+            light.prio = 7;
+            b.flow_started(&light, 0);
+            b.insert(rq(2, 2, true, 1 << 20, 8), 0);
+            assert_eq!(b.next_charge(w), asym, "{era:?}, a lighter reader pending");
+        }
+        // Dispatched alone, the newest kernel's writer is charged 24 sectors of service for its 8.
+        let mut b = policy(Era::Newest, true, &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(rq(1, 1, false, 0, 8), 0);
+        serve(&mut b, 0);
+        let w = b.in_service.unwrap();
+        assert_eq!(b.entity_service(w), 24);
+    }
+
+    // A raised async queue (raised by a write 500 ms or more after its previous one) is charged its size only.
+    #[test]
+    fn a_raised_async_queue_is_charged_its_size() {
+        let mut b = policy(Era::Newest, true, &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(rq(1, 1, false, 0, 8), 0);
+        b.insert(rq(2, 1, false, 1 << 20, 8), MS);
+        let w = b.groups[0].async_q[8 + 4].unwrap();
+        assert_eq!(b.next_charge(w), 24, "not raised yet");
+        b.insert(rq(3, 1, false, 2 << 20, 8), 600 * MS);
+        assert!(b.raised(w));
+        assert_eq!(b.next_charge(w), 8);
+        serve(&mut b, 600 * MS);
+        assert_eq!(b.entity_service(w), 8);
+    }
+
+    // A queue counts in the weights (and so in the asymmetric-scenario test) while it has requests queued *or in
+    // the driver* (`bfq_weights_tree_remove` waits for the last completion). A light reader (weight 10) whose one
+    // request is in the device, its queue expired empty, still makes the writer's scenario asymmetric: the
+    // writer's 8 sectors cost 8. Once the read completes the scenario is symmetric again and the next write
+    // costs 24.
+    #[test]
+    fn a_queue_with_requests_in_the_driver_still_counts_in_the_weights() {
+        let mut b = policy(Era::Newest, true, &["low_latency=0", "slice_idle=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let mut light = FlowInfo::new(FlowId(2));
+        light.prio = 7;
+        b.flow_started(&light, 0);
+        b.insert(rq(1, 2, true, 1 << 20, 8), 0);
+        let read = serve(&mut b, 0);
+        let r = b.in_service.unwrap();
+        b.insert(rq(2, 1, false, 0, 8), 0);
+        let wr1 = serve(&mut b, 0);
+        assert_eq!(wr1.flow, FlowId(1));
+        assert!(
+            !b.q(r).busy && b.q(r).dispatched == 1,
+            "the reader is only in the driver"
+        );
+        let w = b.in_service.unwrap();
+        assert_eq!(b.entity_service(w), 8, "asymmetric: charged its size");
+        b.completed(&read, MS);
+        b.completed(&wr1, MS);
+        b.check_invariants().unwrap();
+        b.insert(rq(3, 1, false, 8, 8), 2 * MS);
+        serve(&mut b, 2 * MS);
+        let w = b.in_service.unwrap();
+        assert_eq!(b.entity_service(w), 24, "symmetric again: three times its size");
+    }
+}
