@@ -568,4 +568,91 @@ mod tests {
         let w = b.in_service.unwrap();
         assert_eq!(b.entity_service(w), 24, "symmetric again: three times its size");
     }
+
+    /// A newest-era policy on the one-disk HDD (`low_latency=0`: no raising) whose one sync queue (flow 1) is in
+    /// service, its slot started at 0 with one 8-sector request dispatched; its budget is 2/3 of 16 384 = 10 922.
+    fn newest_in_service(pairs: &[&str]) -> (Bfq, QueueId, Request) {
+        let mut all = vec!["low_latency=0"];
+        all.extend_from_slice(pairs);
+        let mut b = policy(Era::Newest, true, &all);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(rq(1, 1, true, 0, 8), 0);
+        let r = serve(&mut b, 0);
+        let q = b.in_service.expect("flow 1 in service");
+        assert_eq!((b.entity_service(q), b.entity_budget(q)), (8, 10_922));
+        (b, q, r)
+    }
+
+    /// Whether `q`'s last slot was charged `service` sectors, read from the virtual timestamps the expiration
+    /// left: the finish time is the start plus service / weight.
+    #[track_caller]
+    fn assert_charged(b: &Bfq, q: QueueId, service: u64) {
+        let e = b.wf.entity(b.q(q).entity).unwrap();
+        let span = e.finish.wrapping_sub(e.start);
+        assert_eq!(
+            span,
+            wf2q::delta(service, u64::from(e.weight)),
+            "not charged {service} sectors"
+        );
+    }
+
+    // A queue that is neither slow nor timed out is charged the service it received: 8 sectors after 10 ms
+    // ("no more requests"; 10 ms is judged by seekiness, and the queue is not seeky). The time charge it escapes
+    // would be 16 384 x 10 / 125 = 1310 sectors.
+    #[test]
+    fn a_queue_that_empties_is_charged_its_service() {
+        let (mut b, q, _) = newest_in_service(&[]);
+        b.expire(q, Expiration::NoMoreRequests, 10 * MS);
+        assert_charged(&b, q, 8);
+        assert_eq!(b.entity_service(q), 8, "kept for a return in time");
+        assert!(b.q(q).non_blocking_wait_rq);
+    }
+
+    // A seeky queue is slow: charged for the time it held the device, 16 384 x 10 / 125 = 1310 sectors for 10 ms.
+    #[test]
+    fn a_slow_queue_is_charged_its_time() {
+        let (mut b, q, _) = newest_in_service(&[]);
+        b.qm(q).seek_history = u32::MAX;
+        b.expire(q, Expiration::NoMoreRequests, 10 * MS);
+        assert_charged(&b, q, 1310);
+    }
+
+    // A budget timeout with at least a third of the budget left is charged for time too, here over the 10 ms
+    // until the idle timer was armed (the timer expired the queue, so the interval ends where idling began):
+    // 1310 sectors. With less than a third left (8000 of 10 922 used: 2922 left, a third is 3640) it is charged
+    // its service. The slot's service is then forgotten (a timed-out queue starts its next slot afresh).
+    #[test]
+    fn a_timeout_with_a_third_of_the_budget_left_is_charged_its_time() {
+        for (used, want) in [(8, 1310), (8000, 8000)] {
+            let (mut b, q, _) = newest_in_service(&[]);
+            let e = b.q(q).entity;
+            b.wf.served(e, used - 8);
+            b.timer_expiry = true;
+            b.idle_start = 10 * MS;
+            b.expire(q, Expiration::BudgetTimeout, 200 * MS);
+            assert_charged(&b, q, want);
+            assert_eq!(b.entity_service(q), 0);
+            assert!(!b.q(q).non_blocking_wait_rq);
+        }
+    }
+
+    // A TOO_IDLE expiration clears IO_bound (so the queue is no longer idled for as a throughput bet) when the
+    // slot used at most 20 % of its budget: 8 sectors of 40 is exactly 20 %, of 39 a little more. Other
+    // expirations leave the flag whatever the share used.
+    #[test]
+    fn too_idle_with_a_fifth_of_the_budget_used_clears_io_bound() {
+        for (budget, reason, bound_after) in [
+            (40, Expiration::TooIdle, false),
+            (39, Expiration::TooIdle, true),
+            (10_922, Expiration::TooIdle, false),
+            (10_922, Expiration::NoMoreRequests, true),
+        ] {
+            let (mut b, q, _) = newest_in_service(&[]);
+            assert!(b.q(q).io_bound);
+            let e = b.q(q).entity;
+            b.wf.set_budget(e, budget);
+            b.expire(q, reason, 500 * US);
+            assert_eq!(b.q(q).io_bound, bound_after, "budget {budget}, {reason:?}");
+        }
+    }
 }
