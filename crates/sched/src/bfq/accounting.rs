@@ -655,4 +655,26 @@ mod tests {
             assert_eq!(b.q(q).io_bound, bound_after, "budget {budget}, {reason:?}");
         }
     }
+
+    // v7r2 charges a whole budget (`bfq_bfqq_charge_full_budget`) to a slot that is "slow" by its formula, or
+    // that timed out with at least a third of its budget left; otherwise the service received. Slow: 8 sectors
+    // in 100 µs of a 4096-sector budget (see the test of the formula above). Timed out early: 8 sectors of 10 922
+    // after 200 ms (not slow: that rate would serve a few sectors per timeout). A timeout with 8000 of 10 922
+    // used is charged its 8000.
+    #[test]
+    fn v7r2_charges_a_full_budget_to_a_slow_or_early_timed_out_slot() {
+        for (budget, used, at, reason, want) in [
+            (4096, 8, 100 * US, Expiration::NoMoreRequests, 4096),
+            (10_922, 8, 200 * MS, Expiration::BudgetTimeout, 10_922),
+            (10_922, 8000, 200 * MS, Expiration::BudgetTimeout, 8000),
+            (10_922, 8, 200 * MS, Expiration::NoMoreRequests, 8),
+        ] {
+            let (mut b, q) = v7_in_service(true);
+            let e = b.q(q).entity;
+            b.wf.set_budget(e, budget);
+            b.wf.served(e, used - 8);
+            b.expire(q, reason, at);
+            assert_charged(&b, q, want);
+        }
+    }
 }
