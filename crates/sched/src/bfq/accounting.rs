@@ -677,4 +677,72 @@ mod tests {
             assert_charged(&b, q, want);
         }
     }
+
+    // The budget feedback at the end of a slot (`__bfq_bfqq_recalc_budget`), from a queue maximum of 10 922 with
+    // min_budget 512 and max_budget 16 384. "No more requests": the newest kernel sizes the next budget to the
+    // service received (8, at least min_budget: 512), v7r2 leaves it. Preemption: both leave it. Too idle with
+    // nothing in the driver: 10 922 - 4 x 512 = 8874; with a request still in the driver: doubled, capped at
+    // 16 384. Exhausted: 4 x, capped.
+    #[test]
+    fn the_next_budget_follows_the_reason_the_slot_ended() {
+        for (era, reason, complete_first, want) in [
+            (Era::Newest, Expiration::NoMoreRequests, true, 512),
+            (Era::V7r2, Expiration::NoMoreRequests, true, 10_922),
+            (Era::Newest, Expiration::Preempted, true, 10_922),
+            (Era::V7r2, Expiration::Preempted, true, 10_922),
+            (Era::Newest, Expiration::TooIdle, true, 8874),
+            (Era::Newest, Expiration::TooIdle, false, 16_384),
+            (Era::V7r2, Expiration::TooIdle, false, 16_384),
+            (Era::Newest, Expiration::BudgetExhausted, false, 16_384),
+        ] {
+            let mut b = policy(era, true, &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(rq(1, 1, true, 0, 8), 0);
+            let r = serve(&mut b, 0);
+            let q = b.in_service.unwrap();
+            assert_eq!(b.q(q).max_budget, 10_922);
+            if complete_first {
+                b.completed(&r, MS);
+            }
+            b.expire(q, reason, MS);
+            assert_eq!(
+                b.q(q).max_budget,
+                want,
+                "{era:?}, {reason:?}, completed first: {complete_first}"
+            );
+        }
+    }
+
+    // A raised queue gets a small constant budget, 2 x min_budget = 1024, whatever its feedback would be in the
+    // newest kernel; v7r2 gives it the same feedback as the others (exhausted: 4 x 10 922, capped at 16 384).
+    #[test]
+    fn a_raised_queue_gets_twice_the_minimum_budget_in_the_newest_kernel_only() {
+        for (era, want) in [(Era::Newest, 1024), (Era::V7r2, 16_384)] {
+            let mut b = policy(era, true, &[]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(rq(1, 1, true, 0, 8), 0);
+            serve(&mut b, 0);
+            let q = b.in_service.unwrap();
+            assert!(b.raised(q), "{era:?}: a new queue is raised");
+            b.qm(q).max_budget = 10_922;
+            b.expire(q, Expiration::BudgetExhausted, MS);
+            assert_eq!(b.q(q).max_budget, want, "{era:?}");
+        }
+    }
+
+    // A queue that still has requests gets as its next budget the larger of the feedback and its next request's
+    // charge: with a queue maximum of 100, a timeout doubles it to 200, but the next request is 256 sectors, so
+    // the next slot's budget is 256 and the requeued queue's finish time is 256 / weight past its start.
+    #[test]
+    fn the_next_budget_fits_the_next_request() {
+        let (mut b, q, _) = newest_in_service(&[]);
+        b.insert(rq(2, 1, true, 1 << 20, 256), MS);
+        b.qm(q).max_budget = 100;
+        b.expire(q, Expiration::BudgetTimeout, 200 * MS);
+        assert_eq!(b.q(q).max_budget, 200);
+        assert_eq!(b.entity_budget(q), 256);
+        assert!(b.q(q).busy, "requeued");
+        let e = b.wf.entity(b.q(q).entity).unwrap();
+        assert_eq!(e.finish.wrapping_sub(e.start), wf2q::delta(256, u64::from(e.weight)));
+    }
 }
