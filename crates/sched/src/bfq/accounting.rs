@@ -745,4 +745,21 @@ mod tests {
         let e = b.wf.entity(b.q(q).entity).unwrap();
         assert_eq!(e.finish.wrapping_sub(e.start), wf2q::delta(256, u64::from(e.weight)));
     }
+
+    // An empty queue leaves the scheduler at the end of its slot, except one preempted while idling for it is
+    // needed for service guarantees (newest kernels, `__bfq_bfqq_expire`): here it is the only busy queue, so it
+    // stays busy, requeued, and its next request needs no new activation. The same queue ending its slot for any
+    // other reason ("no more requests") leaves, and the policy notes when it became idle.
+    #[test]
+    fn a_preempted_empty_queue_stays_busy_only_when_idling_is_needed_for_guarantees() {
+        for (reason, stays) in [(Expiration::Preempted, true), (Expiration::NoMoreRequests, false)] {
+            let (mut b, q, _) = newest_in_service(&[]);
+            assert_eq!(b.busy_queues, 1);
+            b.expire(q, reason, MS);
+            assert_eq!(b.q(q).busy, stays, "{reason:?}");
+            assert_eq!(b.busy_queues, u32::from(stays));
+            assert_eq!(b.q(q).became_idle_at, (!stays).then_some(MS));
+            b.check_invariants().unwrap();
+        }
+    }
 }
