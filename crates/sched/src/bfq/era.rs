@@ -297,4 +297,42 @@ mod tests {
         assert!(at(8193).seeky());
         assert!(!at(0).seeky());
     }
+
+    // The I/O-intensity window (`bfq_update_io_intensity`) is halved only once it is longer than 200 ms. A reader
+    // whose window is exactly 200 ms old at a request (no idle time) keeps it whole; 41 ms later, after 40 ms
+    // idle, it has been idle 40 of 241 ms, at most a fifth: still I/O bound. Had the window been halved at 200 ms
+    // (to 100 ms), the same 40 ms would be judged against 141 ms, more than a fifth, and the reader would lose
+    // IO_bound (and with it the idling that keeps its disk head).
+    #[test]
+    fn the_io_intensity_window_is_halved_only_past_200_ms() {
+        use super::super::*;
+        use crate::device::DeviceInfo;
+        use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, SEC};
+        let read = |id: u64, sector: u64| Request::new(RequestId(id), FlowId(1), Direction::Read, true, sector, 8);
+        let mut d = DeviceInfo::hdd();
+        d.queue_depth = 1;
+        let v = crate::tunables::TunableValues::parse("bfq", &TUNABLES, &d, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&d, tunables::Params::from_values(&v));
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 0), SEC);
+        let Decision::Dispatch(r) = b.dispatch(SEC) else {
+            panic!()
+        };
+        let c = SEC + MS;
+        b.completed(&r, c);
+        let q = b.flows[&1].sync_q.unwrap();
+        {
+            let qq = b.qm(q);
+            qq.io_start_time = c - 200 * MS;
+            qq.tot_idle_time = 0;
+            qq.just_created = false;
+        }
+        b.insert(read(2, 8), c);
+        assert!(b.q(q).io_bound);
+        let Decision::Dispatch(r) = b.dispatch(c) else { panic!() };
+        b.completed(&r, c + MS);
+        b.insert(read(3, 16), c + 41 * MS);
+        assert!(b.q(q).io_bound, "idle 40 ms of 241");
+        b.check_invariants().unwrap();
+    }
 }
