@@ -689,4 +689,27 @@ mod wiring_tests {
         b.budgets.max = 5000;
         assert_eq!(b.max_budget(), 5000);
     }
+
+    // A process that exits is not waited for: the idle timer armed for its empty queue is cancelled and the
+    // queue expires (`bfq_exit_icq_bfqq`), so the other reader is served at once instead of after the timer.
+    #[test]
+    fn an_exiting_process_is_not_idled_for() {
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&dev, Params::from_values(&v));
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else { panic!() };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        assert!(matches!(b.dispatch(MS), Decision::WaitUntil(_)), "idling for reader 1");
+        b.flow_exited(FlowId(1), 2 * MS);
+        match b.dispatch(2 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+            d => panic!("{d:?}"),
+        }
+        b.check_invariants().unwrap();
+    }
 }
