@@ -419,4 +419,14 @@ mod tests {
         }
         assert_eq!(close(&mut p, 2 * SEC), Some(8389));
     }
+
+    // An estimator given its starting rate (v7r2 starts from its fast reference rate, 17 415 on a rotational disk,
+    // where the newest kernel starts from 2/3 of 14 000) starts there, and never at 0, which would make every
+    // later rate "faster than the peak".
+    #[test]
+    fn an_estimator_starts_from_the_rate_it_is_given() {
+        assert_eq!(PeakRate::with_peak(true, 17_415).peak, 17_415);
+        assert_eq!(PeakRate::with_peak(false, 0).peak, 1);
+        assert_eq!(PeakRate::new(false).peak, 22_000);
+    }
 }
