@@ -239,4 +239,100 @@ mod tests {
         // (the filtered sample count settles a little below 256, hence the 5 % margin)
         assert!(q.mean <= (2 * 1024 * 64) / 8 * 105 / 100, "mean {}", q.mean);
     }
+
+    // Issue 21 (session 9): v7r2's seek filter (`bfq_update_io_seektime`) with its figures written out. Samples
+    // are counted in 1/256 units and decay by 7/8 (0 -> 32 -> 60 -> 84 -> 105 -> 123), the distance total the
+    // same way, and the mean is total / samples rounded to nearest. A reader jumping 10 000 sectors each time:
+    // the first request is no seek (mean 0); then 2 560 000 / 8 = 320 000 over 60 gives 5333; 600 000 / 84 =
+    // 7143; 845 000 / 105 = 8048, still not seeky (8192 is the threshold); 1 059 375 / 123 = 8613, seeky.
+    #[test]
+    fn the_mean_seek_distance_is_a_seven_eighths_filter_rounded_to_nearest() {
+        let mut s = SeekMean::default();
+        let mut got = Vec::new();
+        for _ in 0..5 {
+            s.update(10_000);
+            got.push((s.samples, s.total, s.mean, s.seeky()));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (32, 0, 0, false),
+                (60, 320_000, 5333, false),
+                (84, 600_000, 7143, false),
+                (105, 845_000, 8048, false),
+                (123, 1_059_375, 8613, true),
+            ]
+        );
+    }
+
+    // One far jump counts at most 4 x mean + 2^21 sectors (1 GiB) while the filtered count is at most 60 (the
+    // second and third requests), 4 x mean + 2^17 (64 MiB) after. From a mean of 0: at 32 and at 60 samples the
+    // jump counts 2^21 (total 256 x 2^21 / 8 = 67 108 864, mean 1 118 481 and 798 915); at 84 it counts 2^17
+    // (total 4 194 304, mean 39 946).
+    #[test]
+    fn one_far_jump_is_capped_by_how_many_samples_came_before() {
+        for (before, want) in [
+            (1, (60, 67_108_864, 1_118_481)),
+            (2, (84, 67_108_864, 798_915)),
+            (3, (105, 4_194_304, 39_946)),
+        ] {
+            let mut s = SeekMean::default();
+            for _ in 0..before {
+                s.update(0);
+            }
+            s.update(1 << 30);
+            assert_eq!((s.samples, s.total, s.mean), want, "after {before} sequential requests");
+        }
+    }
+
+    // Seeky means a mean seek distance strictly above 8192 sectors (4 MiB).
+    #[test]
+    fn seeky_above_8192_sectors() {
+        let at = |mean| SeekMean {
+            samples: 256,
+            total: 256 * mean,
+            mean,
+        };
+        assert!(!at(8192).seeky());
+        assert!(at(8193).seeky());
+        assert!(!at(0).seeky());
+    }
+
+    // The I/O-intensity window (`bfq_update_io_intensity`) is halved only once it is longer than 200 ms. A reader
+    // whose window is exactly 200 ms old at a request (no idle time) keeps it whole; 41 ms later, after 40 ms
+    // idle, it has been idle 40 of 241 ms, at most a fifth: still I/O bound. Had the window been halved at 200 ms
+    // (to 100 ms), the same 40 ms would be judged against 141 ms, more than a fifth, and the reader would lose
+    // IO_bound (and with it the idling that keeps its disk head).
+    #[test]
+    fn the_io_intensity_window_is_halved_only_past_200_ms() {
+        use super::super::*;
+        use crate::device::DeviceInfo;
+        use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, SEC};
+        let read = |id: u64, sector: u64| Request::new(RequestId(id), FlowId(1), Direction::Read, true, sector, 8);
+        let mut d = DeviceInfo::hdd();
+        d.queue_depth = 1;
+        let v = crate::tunables::TunableValues::parse("bfq", &TUNABLES, &d, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&d, tunables::Params::from_values(&v));
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 0), SEC);
+        let Decision::Dispatch(r) = b.dispatch(SEC) else {
+            panic!()
+        };
+        let c = SEC + MS;
+        b.completed(&r, c);
+        let q = b.flows[&1].sync_q.unwrap();
+        {
+            let qq = b.qm(q);
+            qq.io_start_time = c - 200 * MS;
+            qq.tot_idle_time = 0;
+            qq.just_created = false;
+        }
+        b.insert(read(2, 8), c);
+        assert!(b.q(q).io_bound);
+        let Decision::Dispatch(r) = b.dispatch(c) else { panic!() };
+        b.completed(&r, c + MS);
+        b.insert(read(3, 16), c + 41 * MS);
+        assert!(b.q(q).io_bound, "idle 40 ms of 241");
+        b.check_invariants().unwrap();
+    }
 }

@@ -548,3 +548,180 @@ impl Scheduler for Bfq {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod wiring_tests {
+    //! Issue 21 (session 9): the [`Scheduler`] wiring of this file, by what the driver and the user see.
+
+    use super::*;
+    use crate::types::{FlowInfo, RequestId, MS};
+
+    fn read(id: u64, flow: u32, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+    }
+
+    fn write(id: u64, flow: u32, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Write, false, sector, 8)
+    }
+
+    fn defaults(era: Era) -> Box<dyn Scheduler> {
+        let dev = DeviceInfo::hdd();
+        let table = if era == Era::V7r2 { &V7R2_TUNABLES } else { &TUNABLES };
+        let v = TunableValues::parse::<&str>("bfq", table, &dev, &[]).unwrap();
+        match era {
+            Era::Newest => Bfq::build(&dev, &v),
+            Era::V7r2 => Bfq::build_v7r2(&dev, &v),
+        }
+    }
+
+    // The registry constructors build the era they are named after: the names the user selects them by, and
+    // v7r2's legacy block layer with its separate sync request pool (blk-mq's BFQ has none).
+    #[test]
+    fn each_registry_constructor_builds_its_era() {
+        let b = defaults(Era::Newest);
+        assert_eq!((b.name(), b.separate_sync_pool()), ("bfq", false));
+        let b = defaults(Era::V7r2);
+        assert_eq!((b.name(), b.separate_sync_pool()), ("bfq-v7r2", true));
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse::<&str>("bfq", &TUNABLES, &dev, &[]).unwrap();
+        assert_eq!(Bfq::with_era(&dev, Params::from_values(&v), Era::V7r2).era(), Era::V7r2);
+        assert_eq!(Bfq::new(&dev, Params::from_values(&v)).era(), Era::Newest);
+    }
+
+    // Async writers share one queue per (class, priority) of their group: 8 RT levels, 8 BE levels and one IDLE
+    // queue, 17 in all, and every one of them is served.
+    #[test]
+    fn every_class_and_priority_has_its_own_async_queue() {
+        let mut b = defaults(Era::Newest);
+        let mut id = 0;
+        for class in [IoClass::Rt, IoClass::Be, IoClass::Idle] {
+            for prio in 0..8u8 {
+                id += 1;
+                let mut f = FlowInfo::new(FlowId(id));
+                f.class = class;
+                f.prio = prio;
+                b.flow_started(&f, 0);
+                b.insert(write(u64::from(id), id, u64::from(id) << 20), 0);
+            }
+        }
+        assert_eq!(b.queued(), 24);
+        let mut flows = std::collections::BTreeSet::new();
+        let mut now = 0;
+        for _ in 0..24 {
+            match b.dispatch(now) {
+                Decision::Dispatch(r) => {
+                    flows.insert(r.flow.0);
+                    b.completed(&r, now + MS);
+                }
+                Decision::WaitUntil(t) => now = t,
+                Decision::Nothing => break,
+            }
+            now += MS;
+            b.check_invariants().unwrap();
+        }
+        // The 8 IDLE-class writers share the one IDLE queue; all 24 requests are served.
+        assert_eq!(flows.len(), 24, "served flows {flows:?}");
+        assert_eq!(b.queued(), 0);
+    }
+
+    // The newest kernel limits async tags to half the pool, and to 3/16 while some queue is weight-raised (a new
+    // reader is raised at its first request); v7r2 has no tag limits.
+    #[test]
+    fn async_depth_shrinks_while_a_raised_queue_is_busy() {
+        for (era, idle, raised) in [(Era::Newest, 32, 12), (Era::V7r2, 64, 64)] {
+            let mut b = defaults(era);
+            assert_eq!(b.depth_limit(Direction::Write, false, 64), idle, "{era:?}");
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0), 0);
+            assert_eq!(b.depth_limit(Direction::Write, false, 64), raised, "{era:?}");
+            assert_eq!(b.depth_limit(Direction::Read, true, 64), 64);
+        }
+    }
+
+    // BFQ's answer changes with time alone (the driver must ask again when a returned time passes, not only after
+    // events): with one reader idled for and another queued (no raising, so the newcomer does not preempt), the answer is "wait" until the idle timer's time,
+    // and at that time, with nothing having happened, it is the other reader's request.
+    #[test]
+    fn the_answer_changes_with_time_alone() {
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&dev, Params::from_values(&v));
+        assert!(b.answers_change_with_time());
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("the first read is dispatched")
+        };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        let Decision::WaitUntil(t) = b.dispatch(MS) else {
+            panic!("idling for reader 1")
+        };
+        assert!(t > MS);
+        match b.dispatch(t) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+            d => panic!("at {t} ns: {d:?}"),
+        }
+    }
+
+    // The event counters report the slots, idles and preemptions that happened: one slot for reader 1 with one
+    // idle timer, then reader 2's slot.
+    #[test]
+    fn the_counters_count_slots_and_idles() {
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&dev, Params::from_values(&v));
+        assert_eq!(b.stats(), Stats::default());
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else { panic!() };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        let Decision::WaitUntil(t) = b.dispatch(MS) else {
+            panic!()
+        };
+        assert!(matches!(b.dispatch(t), Decision::Dispatch(_)));
+        let s = b.stats();
+        assert_eq!((s.slots, s.idles, s.preemptions), (2, 1, 0));
+    }
+
+    // The maximum budget reported is the device's: 16 384 sectors (8 MiB) until autotuning has seen enough
+    // slots, then the tuned value.
+    #[test]
+    fn the_reported_maximum_budget_is_the_devices() {
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse::<&str>("bfq", &TUNABLES, &dev, &[]).unwrap();
+        let mut b = Bfq::new(&dev, Params::from_values(&v));
+        assert_eq!(b.max_budget(), 16_384);
+        b.budgets.assigned = budget::BUDGETS_TO_AUTOTUNE;
+        b.budgets.max = 5000;
+        assert_eq!(b.max_budget(), 5000);
+    }
+
+    // A process that exits is not waited for: the idle timer armed for its empty queue is cancelled and the
+    // queue expires (`bfq_exit_icq_bfqq`), so the other reader is served at once instead of after the timer.
+    #[test]
+    fn an_exiting_process_is_not_idled_for() {
+        let dev = DeviceInfo::hdd();
+        let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
+        let mut b = Bfq::new(&dev, Params::from_values(&v));
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else { panic!() };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        assert!(matches!(b.dispatch(MS), Decision::WaitUntil(_)), "idling for reader 1");
+        b.flow_exited(FlowId(1), 2 * MS);
+        match b.dispatch(2 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+            d => panic!("{d:?}"),
+        }
+        b.check_invariants().unwrap();
+    }
+}

@@ -264,4 +264,169 @@ mod tests {
         assert!(seeky(0, 10_000, 8, false));
         assert!(!seeky(0, 10_000, 64, false));
     }
+
+    // Issue 21 (session 9). The window rules of `bfq_update_peak_rate` / `bfq_update_rate_reset`, with the
+    // figures written out. The base window: 32 dispatches of 256 sectors spread evenly over exactly 300 ms
+    // (the first at 0, the 32nd at 300 ms), each after the first with a request in the driver, so 31 sequential
+    // samples; a dispatch more than 100 ms later with the device empty closes it. Rate: 32 x 256 = 8192 sectors
+    // in 300 000 µs, 8192 x 65 536 / 300 000 = 1789. Weight: 9 x 31 / 32 = 8, times 300 ms / 1 s = 2, so the
+    // divisor is 10 - 2 = 8 and the peak goes from 9333 to 9333 x 7 / 8 + 1789 / 8 = 8166 + 223 = 8389.
+
+    /// Dispatch time of the `i`-th of 32 dispatches spread over `span` (ns).
+    fn at(i: u64, span: Time) -> Time {
+        i * span / 31
+    }
+
+    /// The base window over `span` with `n` dispatches, `seq(i)` telling whether dispatch `i` has a request in
+    /// the driver; `done_at(i)`, if some, is a completion just before dispatch `i`.
+    fn window(n: u64, span: Time, seq: impl Fn(u64) -> bool, done_at: impl Fn(u64) -> Option<Time>) -> PeakRate {
+        let mut p = PeakRate::new(true);
+        for i in 0..n {
+            if let Some(t) = done_at(i) {
+                assert_eq!(p.on_completion(t), None);
+            }
+            let r = p.on_dispatch(i * 256, 256, at(i, span), u32::from(seq(i)));
+            assert_eq!(r, None, "dispatch {i} closed the window");
+        }
+        p
+    }
+
+    /// Closes `p`'s window with a dispatch at `t` and nothing in the driver.
+    fn close(p: &mut PeakRate, t: Time) -> Option<u64> {
+        p.on_dispatch(1 << 30, 8, t, 0)
+    }
+
+    #[test]
+    fn a_window_of_32_samples_over_300_ms_updates_with_a_weight_set_by_its_length() {
+        let mut p = window(32, 300 * MS, |i| i > 0, |_| None);
+        // A dispatch exactly 100 ms after the last one does not close the window (the rule is "more than").
+        let mut q = p.clone();
+        assert_eq!(q.on_dispatch(32 * 256, 256, 400 * MS, 0), None);
+        assert_eq!(close(&mut p, 400 * MS + 1), Some(8389));
+        assert_eq!(p.peak, 8389);
+    }
+
+    #[test]
+    fn fewer_than_32_samples_or_less_than_300_ms_leave_the_peak() {
+        let mut p = window(31, 300 * MS, |i| i > 0, |_| None);
+        assert_eq!(close(&mut p, SEC), None, "31 samples");
+        assert_eq!(p.peak, 9333);
+        let mut p = window(32, 300 * MS - 31, |i| i > 0, |_| None);
+        assert_eq!(close(&mut p, SEC), None, "299.999 ms");
+        assert_eq!(p.peak, 9333);
+    }
+
+    // Mostly seeky is fewer than 3/4 of the samples sequential (`sequential_samples < 3 x samples / 4`): 24 of 32
+    // is not, 23 is. A window that is not mostly seeky updates even when its rate (1789) is below the peak: 24
+    // sequential give a weight of 9 x 24 / 32 = 6, times 0.3 = 1, divisor 9: 9333 x 8 / 9 + 1789 / 9 = 8296 + 198
+    // = 8494. With 23 the window is mostly seeky and slower than the peak: rejected.
+    #[test]
+    fn a_mostly_seeky_window_slower_than_the_peak_is_rejected() {
+        let mut p = window(32, 300 * MS, |i| (1..=24).contains(&i), |_| None);
+        assert_eq!(close(&mut p, SEC), Some(8494));
+        let mut p = window(32, 300 * MS, |i| (1..=23).contains(&i), |_| None);
+        assert_eq!(close(&mut p, SEC), None);
+        assert_eq!(p.peak, 9333);
+    }
+
+    // With nothing in the driver a dispatch is still sequential if the last completion is less than 2 ms old
+    // (BFQ_MIN_TT): the 24th sequential sample of the previous test comes from a completion 2 ms - 1 ns before
+    // it, and the window updates as before; a completion exactly 2 ms before does not count, and the window is
+    // rejected.
+    #[test]
+    fn a_completion_less_than_2_ms_old_makes_a_dispatch_sequential() {
+        let seq = |i| (1..=23).contains(&i);
+        let mut p = window(32, 300 * MS, seq, |i| {
+            (i == 24).then(|| at(24, 300 * MS) - (2 * MS - 1))
+        });
+        assert_eq!(close(&mut p, SEC), Some(8494));
+        let mut p = window(32, 300 * MS, seq, |i| (i == 24).then(|| at(24, 300 * MS) - 2 * MS));
+        assert_eq!(close(&mut p, SEC), None);
+    }
+
+    // A far dispatch is not sequential even with requests in the driver: 8 of the 31 jump 801 sectors past the
+    // previous end, leaving 23 sequential samples, and the window is rejected.
+    #[test]
+    fn a_jump_past_800_sectors_is_not_a_sequential_sample() {
+        let mut p = PeakRate::new(true);
+        let mut pos = 0;
+        for i in 0..32u64 {
+            if (24..32).contains(&i) {
+                pos += 801;
+            }
+            assert_eq!(p.on_dispatch(pos, 256, at(i, 300 * MS), u32::from(i > 0)), None);
+            pos += 256;
+        }
+        assert_eq!(close(&mut p, SEC), None);
+    }
+
+    // Rates above 20 sectors/µs are measurement errors: 32 dispatches of 187 500 sectors in 300 ms are exactly
+    // 20 sectors/µs (rate 1 310 720) and count (weight 2, divisor 8: 9333 x 7 / 8 + 1 310 720 / 8 = 8166 +
+    // 163 840 = 172 006); one sector more each is above the limit and is dropped.
+    #[test]
+    fn a_rate_above_20_sectors_per_us_is_dropped() {
+        for (size, want) in [(187_500u32, Some(172_006)), (187_501, None)] {
+            let mut p = PeakRate::new(true);
+            for i in 0..32u64 {
+                p.on_dispatch(i * u64::from(size), size, at(i, 300 * MS), u32::from(i > 0));
+            }
+            assert_eq!(close(&mut p, SEC), want, "{size} sectors a dispatch");
+        }
+    }
+
+    // A completion after a silence long relative to the largest recent request closes the window early (the
+    // device may be slow): with 256-sector requests the limit is 256 / 2^-10 = 262 144 µs of silence. The base
+    // window, with a completion at each dispatch, is closed by a completion 262 145 µs after the last one (and
+    // gives the base window's 8389) but not by one 262 144 µs after it.
+    #[test]
+    fn a_completion_after_a_long_silence_closes_the_window() {
+        let p = window(32, 300 * MS, |i| i > 0, |i| Some(at(i, 300 * MS)));
+        let mut q = p.clone();
+        assert_eq!(q.on_completion(300 * MS + 262_144 * US), None);
+        let mut q = p;
+        assert_eq!(q.on_completion(300 * MS + 262_145 * US), Some(8389));
+        assert_eq!(q.peak, 8389);
+    }
+
+    // The silence must also exceed 2 ms: with 1-sector requests (limit 1024 µs) dispatched and completed every
+    // 2 ms over 300 ms, no completion closes the window, nor does one 2 ms after the last; one 2 ms + 1 ns after
+    // it does. 151 sectors in 300 ms: rate 151 x 65 536 / 300 000 = 32, weight 9 x 150 / 151 = 8, x 0.3 = 2:
+    // 9333 x 7 / 8 + 32 / 8 = 8166 + 4 = 8170.
+    #[test]
+    fn a_silence_of_at_most_2_ms_never_closes_the_window() {
+        let mut p = PeakRate::new(true);
+        for i in 0..=150u64 {
+            assert_eq!(p.on_completion(i * 2 * MS), None, "completion {i}");
+            assert_eq!(p.on_dispatch(i, 1, i * 2 * MS, 1), None, "dispatch {i}");
+        }
+        let mut q = p.clone();
+        assert_eq!(q.on_completion(302 * MS), None);
+        assert_eq!(p.on_completion(302 * MS + 1), Some(8170));
+    }
+
+    // After a window closed by a completion (at 562.145 ms; no dispatch starts the next window), the next
+    // dispatch starts a new window at its own time: 32 dispatches from 600 ms to 900 ms then give the base
+    // window's update. (Were the new window started at the completion, it would span 338 ms with 33 samples, and
+    // give 8364.)
+    #[test]
+    fn a_window_closed_by_a_completion_restarts_at_the_next_dispatch() {
+        let mut p = window(32, 300 * MS, |i| i > 0, |i| Some(at(i, 300 * MS)));
+        assert_eq!(p.on_completion(300 * MS + 262_145 * US), Some(8389));
+        p.peak = 9333;
+        for i in 0..32u64 {
+            let r = p.on_dispatch((1 << 20) + i * 256, 256, 600 * MS + at(i, 300 * MS), u32::from(i > 0));
+            assert_eq!(r, None);
+        }
+        assert_eq!(close(&mut p, 2 * SEC), Some(8389));
+    }
+
+    // An estimator given its starting rate (v7r2 starts from its fast reference rate, 17 415 on a rotational disk,
+    // where the newest kernel starts from 2/3 of 14 000) starts there, and never at 0, which would make every
+    // later rate "faster than the peak".
+    #[test]
+    fn an_estimator_starts_from_the_rate_it_is_given() {
+        assert_eq!(PeakRate::with_peak(true, 17_415).peak, 17_415);
+        assert_eq!(PeakRate::with_peak(false, 0).peak, 1);
+        assert_eq!(PeakRate::new(false).peak, 22_000);
+    }
 }
