@@ -110,16 +110,13 @@ impl Flow {
                 if let Some(r) = lock(&self.me.state).sync.take() {
                     return r;
                 }
-                if crate::reactor::lead_until(&self.engine, &until) {
-                    continue;
+                match crate::reactor::lead_or_follow(&self.engine, &until) {
+                    None => continue,
+                    Some(f) => {
+                        _follower = Some(f);
+                        break;
+                    }
                 }
-                let f = Follower::new(&self.engine);
-                if crate::reactor::lead_until(&self.engine, &until) {
-                    drop(f);
-                    continue;
-                }
-                _follower = Some(f);
-                break;
             }
         }
         let seen = self.me.delivered.load(Ordering::Acquire);
@@ -255,16 +252,13 @@ impl Flow {
                         break;
                     }
                 }
-                if crate::reactor::lead_until(&self.engine, &until) {
-                    continue;
+                match crate::reactor::lead_or_follow(&self.engine, &until) {
+                    None => continue,
+                    Some(f) => {
+                        _follower = Some(f);
+                        break;
+                    }
                 }
-                let f = Follower::new(&self.engine);
-                if crate::reactor::lead_until(&self.engine, &until) {
-                    drop(f);
-                    continue;
-                }
-                _follower = Some(f);
-                break;
             }
         }
         if ready.is_empty() {

@@ -321,6 +321,21 @@ pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
     true
 }
 
+/// With [`EngineConfig::lead`]: [`lead_until`] if no other thread runs the engine (`None`: the caller looks for its
+/// result again); otherwise the caller registers as a follower and tries once more to lead, in case the leader
+/// released in between (`Some`: the caller waits for delivery while it holds the registration).
+pub(crate) fn lead_or_follow<'a>(shared: &'a Shared, until: &dyn Fn() -> bool) -> Option<crate::shared::Follower<'a>> {
+    if lead_until(shared, until) {
+        return None;
+    }
+    let f = crate::shared::Follower::new(shared);
+    if lead_until(shared, until) {
+        drop(f);
+        return None;
+    }
+    Some(f)
+}
+
 /// With [`EngineConfig::lead`]: right after a client queued a command (or polled and found nothing), if no other
 /// thread runs the engine, the client runs one pass itself (the policy sees the request and what it dispatches
 /// goes to the kernel from this thread). False if another thread runs the engine (a sender then wakes it if it
