@@ -638,6 +638,38 @@ mod wiring_tests {
         }
     }
 
+    // The block layer's view (issue 19, session 9): the newest BFQ runs under blk-mq and v7r2 under the legacy
+    // layer; BFQ has work while any queue is busy (none on a fresh instance; the in-service one while it idles,
+    // below), and after a completion it asks for a queue run only when nothing is left in the driver
+    // (`bfq_schedule_dispatch` in `bfq_completed_request`).
+    #[test]
+    fn the_block_layer_runs_bfq_when_the_kernel_would() {
+        assert_eq!(defaults(Era::Newest).block_layer(), BlockLayer::BlkMq);
+        assert_eq!(defaults(Era::V7r2).block_layer(), BlockLayer::Legacy);
+        let mut b = defaults(Era::Newest);
+        assert!(!b.has_work(), "nothing busy");
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        b.insert(read(2, 2, 1 << 30), 0);
+        assert!(b.has_work());
+        let mut out = Vec::new();
+        let mut now = 0;
+        while out.len() < 2 {
+            match b.dispatch(now) {
+                Decision::Dispatch(r) => out.push(r),
+                Decision::WaitUntil(t) => now = t,
+                Decision::Nothing => now += MS,
+            }
+            assert!(now < 10 * crate::types::SEC, "both reads dispatched");
+        }
+        b.completed(&out[0], now + MS);
+        assert!(!b.completion_runs_queue(), "one request still in the driver");
+        b.completed(&out[1], now + 2 * MS);
+        assert!(b.completion_runs_queue(), "the driver is empty");
+    }
+
     // BFQ's answer changes with time alone (the driver must ask again when a returned time passes, not only after
     // events): with one reader idled for and another queued (no raising, so the newcomer does not preempt), the
     // answer is "wait" until the idle timer's time, and at that time, with nothing having happened, it is the other
