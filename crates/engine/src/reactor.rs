@@ -294,27 +294,36 @@ fn run_shared(shared: &Arc<Shared>) -> EngineStats {
 /// every flow, takes every client's commands and submits in the same call it waits in. False if another thread
 /// runs the engine (the caller then waits for its result to be delivered).
 pub(crate) fn lead_until(shared: &Shared, until: &dyn Fn() -> bool) -> bool {
+    with_core(shared, |r| {
+        r.stats.client_leads += 1;
+        loop {
+            shared.sleeping.store(false, Ordering::SeqCst);
+            if r.step() || until() {
+                break;
+            }
+            if r.prepare_park() {
+                r.stats.leader_sleeps += 1;
+                r.publish();
+                if let Err(e) = r.enter(1) {
+                    r.poison(e.to_string());
+                }
+            }
+        }
+    })
+}
+
+/// With [`EngineConfig::lead`]: runs `work` on the engine's core if no other thread holds it (counted as client
+/// activity), then releases it and wakes whoever must serve next. False, without running `work`, if another thread
+/// holds the core or the engine has shut down.
+fn with_core(shared: &Shared, work: impl FnOnce(&mut Reactor)) -> bool {
     let Some(mut g) = try_core(shared) else {
         return false;
     };
     let Some(r) = g.as_mut() else {
         return false;
     };
-    r.stats.client_leads += 1;
     shared.activity.fetch_add(1, Ordering::SeqCst);
-    loop {
-        shared.sleeping.store(false, Ordering::SeqCst);
-        if r.step() || until() {
-            break;
-        }
-        if r.prepare_park() {
-            r.stats.leader_sleeps += 1;
-            r.publish();
-            if let Err(e) = r.enter(1) {
-                r.poison(e.to_string());
-            }
-        }
-    }
+    work(r);
     r.release();
     drop(g);
     shared.after_release();
@@ -341,20 +350,11 @@ pub(crate) fn lead_or_follow<'a>(shared: &'a Shared, until: &dyn Fn() -> bool) -
 /// goes to the kernel from this thread). False if another thread runs the engine (a sender then wakes it if it
 /// sleeps).
 pub(crate) fn serve_inline(shared: &Shared) -> bool {
-    let Some(mut g) = try_core(shared) else {
-        return false;
-    };
-    let Some(r) = g.as_mut() else {
-        return false;
-    };
-    r.stats.inline_serves += 1;
-    shared.activity.fetch_add(1, Ordering::SeqCst);
-    shared.sleeping.store(false, Ordering::SeqCst);
-    r.step();
-    r.release();
-    drop(g);
-    shared.after_release();
-    true
+    with_core(shared, |r| {
+        r.stats.inline_serves += 1;
+        shared.sleeping.store(false, Ordering::SeqCst);
+        r.step();
+    })
 }
 
 fn build_ring(entries: u32) -> io::Result<IoUring> {
