@@ -278,6 +278,14 @@ mod tests {
     use crate::scheduler::Scheduler;
     use crate::types::{Decision, Direction, FlowId, FlowInfo, IoClass, RequestId, MS};
 
+    /// `b`'s answer at `now`, which must be a dispatch.
+    fn dispatched(b: &mut Bfq, now: Time) -> Request {
+        match b.dispatch(now) {
+            Decision::Dispatch(r) => r,
+            d => panic!("expected a dispatch, got {d:?}"),
+        }
+    }
+
     fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
         Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
     }
@@ -364,11 +372,8 @@ mod tests {
         b.qm(q).max_budget = 8;
         b.insert(read(3, 1, 1000, 1000), 0);
         assert_eq!(b.entity_budget(q), 1008);
-        let first = match b.dispatch(0) {
-            Decision::Dispatch(r) => (r.sector, r.sectors),
-            d => panic!("expected a dispatch, got {d:?}"),
-        };
-        assert_eq!(first, (1000, 1008));
+        let first = dispatched(&mut b, 0);
+        assert_eq!((first.sector, first.sectors), (1000, 1008));
 
         // The choice is made again, not forced: with 100 queued too, the grown request (now at 1000) passes 1500
         // but 100, nearer the head, stays next.
@@ -377,10 +382,7 @@ mod tests {
         for (id, sector, sectors) in [(1, 100, 8), (2, 1500, 8), (3, 2000, 8), (4, 1000, 1000)] {
             b.insert(read(id, 1, sector, sectors), 0);
         }
-        match b.dispatch(0) {
-            Decision::Dispatch(r) => assert_eq!(r.sector, 100),
-            d => panic!("expected a dispatch, got {d:?}"),
-        }
+        assert_eq!(dispatched(&mut b, 0).sector, 100);
     }
 
     // Across groups the comparison is of group weights: a fresh newcomer whose group weighs as much as the
@@ -483,10 +485,7 @@ mod tests {
                 let mut b = of_era(era);
                 b.flow_started(&FlowInfo::new(FlowId(1)), 0);
                 b.insert(read(1, 1, 0, 8), 0);
-                let r1 = match b.dispatch(0) {
-                    Decision::Dispatch(r) => r,
-                    d => panic!("expected a dispatch, got {d:?}"),
-                };
+                let r1 = dispatched(&mut b, 0);
                 b.insert(read(2, 1, 1 << 20, 8), MS);
                 b.completed(&r1, 2 * MS);
                 let q = b.flows[&1].sync_q.expect("flow 1's queue");
@@ -533,10 +532,7 @@ mod tests {
             b.flow_started(&FlowInfo::new(FlowId(1)), 0);
             b.flow_started(&FlowInfo::new(FlowId(2)), 0);
             b.insert(read(1, 1, 0, 8), 0);
-            let r1 = match b.dispatch(0) {
-                Decision::Dispatch(r) => r,
-                d => panic!("expected a dispatch, got {d:?}"),
-            };
+            let r1 = dispatched(&mut b, 0);
             b.completed(&r1, 10 * MS);
             assert!(!matches!(b.dispatch(10 * MS), Decision::Dispatch(_)));
             let s = b.in_service.expect("flow 1 in service");
@@ -580,10 +576,7 @@ mod tests {
             let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
             b.flow_started(&FlowInfo::new(FlowId(1)), 0);
             b.insert(read(1, 1, 0, 8), 0);
-            let r1 = match b.dispatch(0) {
-                Decision::Dispatch(r) => r,
-                d => panic!("expected a dispatch, got {d:?}"),
-            };
+            let r1 = dispatched(&mut b, 0);
             b.completed(&r1, 5 * MS);
             assert!(!matches!(b.dispatch(5 * MS), Decision::Dispatch(_)));
             assert!(!matches!(b.dispatch(20 * MS), Decision::Dispatch(_)));
@@ -609,10 +602,7 @@ mod tests {
             let mut b = of_era(era);
             b.flow_started(&FlowInfo::new(FlowId(1)), 0);
             b.insert(read(1, 1, 0, 8), 0);
-            let r1 = match b.dispatch(0) {
-                Decision::Dispatch(r) => r,
-                d => panic!("expected a dispatch, got {d:?}"),
-            };
+            let r1 = dispatched(&mut b, 0);
             b.completed(&r1, 5 * MS);
             let mut now = 5 * MS;
             while b.in_service.is_some() && now < 300 * MS {
@@ -645,10 +635,7 @@ mod tests {
             }
             let serve = |b: &mut Bfq, id: u64, flow: u32, at: Time| {
                 b.insert(read(id, flow, u64::from(flow) << 24, 8), at);
-                let r = match b.dispatch(at) {
-                    Decision::Dispatch(r) => r,
-                    d => panic!("expected a dispatch, got {d:?}"),
-                };
+                let r = dispatched(b, at);
                 assert_eq!(r.flow, FlowId(flow));
                 b.completed(&r, at + MS);
                 assert!(

@@ -288,13 +288,18 @@ mod tests {
             sector,
             8,
         );
+        queue_rq(b, q, rq);
+        q
+    }
+
+    /// Queues `rq` on queue `q` and flags `q` busy.
+    fn queue_rq(b: &mut Bfq, q: QueueId, rq: Request) {
         let slot = b.store.alloc(rq, q, 0);
         let store = &b.store;
         if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
             qq.rqs.add(slot, store, 0, 0, 1);
         }
         b.qm(q).busy = true;
-        q
     }
 
     // Another queue's request is injected only within the limit of requests in the device, and never under
@@ -410,12 +415,7 @@ mod tests {
         let sync = b.q(q).sync;
         let dir = if sync { Direction::Read } else { Direction::Write };
         let rq = Request::new(crate::types::RequestId(id), FlowId(flow), dir, sync, sector, sectors);
-        let slot = b.store.alloc(rq, q, 0);
-        let store = &b.store;
-        if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
-            qq.rqs.add(slot, store, 0, 0, 1);
-        }
-        b.qm(q).busy = true;
+        queue_rq(b, q, rq);
     }
 
     // A raised in-service queue with a short think time carries time-critical I/O, so only other raised queues
