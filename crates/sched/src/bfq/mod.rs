@@ -670,12 +670,9 @@ mod wiring_tests {
         assert!(b.completion_runs_queue(), "the driver is empty");
     }
 
-    // BFQ's answer changes with time alone (the driver must ask again when a returned time passes, not only after
-    // events): with one reader idled for and another queued (no raising, so the newcomer does not preempt), the
-    // answer is "wait" until the idle timer's time, and at that time, with nothing having happened, it is the other
-    // reader's request. Meanwhile it has work (blk-mq runs its queue again 3 ms after such a "wait").
-    #[test]
-    fn the_answer_changes_with_time_alone() {
+    /// The newest BFQ on an HDD without raising (so a newcomer does not preempt): reader 1's read dispatched and
+    /// completed at 1 ms, then reader 2's far read queued at 1 ms.
+    fn reader_done_other_queued() -> Bfq {
         let dev = DeviceInfo::hdd();
         let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
         let mut b = Bfq::new(&dev, Params::from_values(&v));
@@ -688,6 +685,16 @@ mod wiring_tests {
         };
         b.completed(&r, MS);
         b.insert(read(2, 2, 1 << 30), MS);
+        b
+    }
+
+    // BFQ's answer changes with time alone (the driver must ask again when a returned time passes, not only after
+    // events): with one reader idled for and another queued (no raising, so the newcomer does not preempt), the
+    // answer is "wait" until the idle timer's time, and at that time, with nothing having happened, it is the other
+    // reader's request. Meanwhile it has work (blk-mq runs its queue again 3 ms after such a "wait").
+    #[test]
+    fn the_answer_changes_with_time_alone() {
+        let mut b = reader_done_other_queued();
         let Decision::WaitUntil(t) = b.dispatch(MS) else {
             panic!("idling for reader 1")
         };
@@ -739,16 +746,7 @@ mod wiring_tests {
     // queue expires (`bfq_exit_icq_bfqq`), so the other reader is served at once instead of after the timer.
     #[test]
     fn an_exiting_process_is_not_idled_for() {
-        let dev = DeviceInfo::hdd();
-        let v = TunableValues::parse("bfq", &TUNABLES, &dev, &["low_latency=0"]).unwrap();
-        let mut b = Bfq::new(&dev, Params::from_values(&v));
-        for f in [1, 2] {
-            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
-        b.insert(read(1, 1, 0), 0);
-        let Decision::Dispatch(r) = b.dispatch(0) else { panic!() };
-        b.completed(&r, MS);
-        b.insert(read(2, 2, 1 << 30), MS);
+        let mut b = reader_done_other_queued();
         assert!(matches!(b.dispatch(MS), Decision::WaitUntil(_)), "idling for reader 1");
         b.flow_exited(FlowId(1), 2 * MS);
         match b.dispatch(2 * MS) {
