@@ -217,7 +217,8 @@ def test_the_gil_is_released_while_simulating():
     result = {}
 
     def work():
-        # Ten random readers on the SSD for 5 simulated seconds: about 375 000 requests, a few hundred ms of CPU.
+        # Ten random readers on the SSD for 5 simulated seconds: 369 577 device requests, 0.17 s of CPU
+        # (`bfq run --device plextor-ssd --workload 10r-rand --sched noop --duration 5 --json`, session 9).
         result["r"] = bfq.run(device="plextor-ssd", workload="10r-rand", sched="noop", duration=5)
         done.set()
 
