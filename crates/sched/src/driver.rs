@@ -105,10 +105,10 @@ impl Driver {
     pub fn pump(&mut self, now: Time, out: &mut Vec<Request>) -> usize {
         // The queue runs only when its block layer would run it (the struct's doc); otherwise the policy would
         // answer what it answered last, as far as the kernel could tell.
-        let rerun_due = self.rerun.is_some_and(|r| now >= r);
-        if !self.stale && !rerun_due && self.wakeup.is_none_or(|w| now < w) {
+        if !self.would_run(now) {
             return 0;
         }
+        let rerun_due = self.rerun.is_some_and(|r| now >= r);
         if rerun_due {
             self.rerun = None;
         }
@@ -154,6 +154,13 @@ impl Driver {
             self.restart = true;
         }
         n
+    }
+
+    /// Whether [`Driver::pump`] at `now` would run the queue (ask the policy): something it was not told of
+    /// happened since its last run, or a wake-up time it asked for (or blk-mq's delayed re-run) has come. When
+    /// false, `pump` does nothing, so a caller may skip its own work around the call.
+    pub fn would_run(&self, now: Time) -> bool {
+        self.stale || self.rerun.is_some_and(|r| now >= r) || self.wakeup.is_some_and(|w| now >= w)
     }
 
     /// When the queue is to be run again without an event: the policy's `WaitUntil` time or blk-mq's delayed
@@ -250,6 +257,36 @@ mod tests {
                 dispatched: 3,
                 completed: 1
             }
+        );
+    }
+
+    #[test]
+    fn would_run_says_whether_a_pump_would_ask_the_policy() {
+        // The simulator skips its own work around `pump` when this is false, so it must be true exactly when a
+        // pump would ask the policy: after an insert, at the policy's wake-up time, and not in between.
+        let mut d = Driver::new(
+            Box::new(Scripted(vec![
+                Decision::Dispatch(rq(1)),
+                Decision::WaitUntil(50),
+                Decision::Dispatch(rq(2)),
+            ])),
+            8,
+        );
+        let mut out = Vec::new();
+        assert!(d.would_run(0), "a new driver runs the queue once");
+        assert_eq!(d.pump(10, &mut out), 1);
+        assert!(
+            !d.would_run(10) && !d.would_run(49),
+            "declined until 50 with nothing new"
+        );
+        assert_eq!(d.pump(49, &mut out), 0);
+        assert!(d.would_run(50), "its wake-up time has come");
+        d.insert(rq(3), 20);
+        assert!(d.would_run(20), "an insert runs the queue");
+        assert_eq!(d.pump(50, &mut out), 1);
+        assert!(
+            !d.would_run(1_000),
+            "the script answered Nothing and nothing happened since"
         );
     }
 
