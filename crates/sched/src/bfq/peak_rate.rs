@@ -27,7 +27,9 @@ pub const RESTART_GAP: Time = 100 * MS;
 /// A dispatch counts as sequential if something is in flight or the last completion is this recent (ns): 2 ms.
 pub const SEQ_COMPLETION_GAP: Time = 2 * MS;
 
-/// Distance (sectors) from the previous dispatch beyond which a sample is seeky (`BFQQ_SEEK_THR`).
+/// `BFQQ_SEEK_THR` (sectors): a request farther than this from the end of its queue's previous one is seeky
+/// ([`seeky`]), and a dispatch is a sequential sample of the peak rate only if it is closer than this to the end
+/// of the previous dispatch.
 pub const SEEK_THR: u64 = 800;
 
 /// Requests below this size (sectors) are seeky on non-rotational devices whatever their distance.
@@ -65,9 +67,11 @@ pub struct PeakRate {
     rotational: bool,
 }
 
-/// Whether a request at `sector` of `sectors` is seeky relative to position `last`.
+/// Whether a request at `sector` of `sectors` is seeky relative to position `last` (`BFQ_RQ_SEEKY`): farther
+/// than [`SEEK_THR`] and, on a non-rotational device, small. A `last` of 0 (no request yet) is distance 0, as the
+/// kernel's `get_sdist` has it, so a queue's first request is never seeky.
 pub fn seeky(last: u64, sector: u64, sectors: u32, rotational: bool) -> bool {
-    sector.abs_diff(last) > SEEK_THR && (rotational || sectors < NONROT_SMALL_SECTORS)
+    last != 0 && sector.abs_diff(last) > SEEK_THR && (rotational || sectors < NONROT_SMALL_SECTORS)
 }
 
 impl PeakRate {
@@ -127,13 +131,16 @@ impl PeakRate {
         let mut out = None;
         let from_first = self.delta_from_first;
         if self.samples >= MIN_SAMPLES && from_first >= MIN_WINDOW {
+            // The window is stretched to the last completion before both the rate and the filter's weight use
+            // its length.
             let interval = from_first.max(self.last_completion.saturating_sub(self.first_dispatch));
             let us = (interval / US).max(1);
             let rate = (self.sectors << RATE_SHIFT) / us;
-            let mostly_seeky = 4 * u64::from(self.seq_samples) < 3 * u64::from(self.samples);
+            // Three quarters of the samples rounded down, as the kernel's `(3 * samples) >> 2`.
+            let mostly_seeky = u64::from(self.seq_samples) < (3 * u64::from(self.samples)) >> 2;
             if !((mostly_seeky && rate <= self.peak) || rate > MAX_RATE) {
                 let w = (9 * u64::from(self.seq_samples)) / u64::from(self.samples.max(1));
-                let w = (w * from_first / TARGET_WINDOW).min(8);
+                let w = (w * interval / TARGET_WINDOW).min(8);
                 let d = 10 - w;
                 self.peak = (self.peak * (d - 1) / d + rate / d).max(1);
                 out = Some(self.peak);
@@ -155,7 +162,14 @@ impl PeakRate {
         } else {
             self.samples += 1;
             let recent = now.saturating_sub(self.last_completion) < SEQ_COMPLETION_GAP;
-            if (in_driver > 0 || recent) && !seeky(self.last_position, sector, sectors, self.rotational) {
+            // Sequential: close to where the previous dispatch ended, whatever the size or the device (the
+            // kernel's `get_sdist`, which calls a position of 0, before any dispatch, distance 0).
+            let dist = if self.last_position == 0 {
+                0
+            } else {
+                sector.abs_diff(self.last_position)
+            };
+            if (in_driver > 0 || recent) && dist < SEEK_THR {
                 self.seq_samples += 1;
             }
             self.sectors = self.sectors.saturating_add(u64::from(sectors));
@@ -178,10 +192,10 @@ impl PeakRate {
 
     /// Accounts a completion; a long silence relative to the largest request size closes the window early.
     pub fn on_completion(&mut self, now: Time) -> Option<u64> {
-        let gap = now.saturating_sub(self.last_completion);
+        // The silence in whole µs, as the kernel measures it: it must exceed 2000 µs.
+        let gap_us = now.saturating_sub(self.last_completion) / US;
         let mut out = None;
-        if gap > SLOW_COMPLETION_GAP && self.samples > 0 {
-            let gap_us = (gap / US).max(1);
+        if gap_us > SLOW_COMPLETION_GAP / US && self.samples > 0 {
             if (self.max_rq << RATE_SHIFT) / gap_us < SLOW_COMPLETION_RATE {
                 out = self.update_and_reset(now, 0);
             }
@@ -256,13 +270,15 @@ mod tests {
         assert!(r > before, "peak {before} -> {r}: the gap was counted");
     }
 
-    // Seekiness: > 800 sectors away, and on SSDs only for small requests.
+    // Seekiness: > 800 sectors away, and on SSDs only for small requests; no previous request (position 0) is
+    // distance 0, so a queue's first request is not seeky however far it lands (`get_sdist`).
     #[test]
     fn seek_rule() {
-        assert!(seeky(0, 801, 8, true));
-        assert!(!seeky(0, 800, 8, true));
-        assert!(seeky(0, 10_000, 8, false));
-        assert!(!seeky(0, 10_000, 64, false));
+        assert!(seeky(1000, 1801, 8, true));
+        assert!(!seeky(1000, 1800, 8, true));
+        assert!(seeky(1000, 11_000, 8, false));
+        assert!(!seeky(1000, 11_000, 64, false));
+        assert!(!seeky(0, 1 << 30, 8, true) && !seeky(0, 1 << 30, 8, false));
     }
 
     // Issue 21 (session 9). The window rules of `bfq_update_peak_rate` / `bfq_update_rate_reset`, with the
@@ -388,10 +404,11 @@ mod tests {
         assert_eq!(q.peak, 8389);
     }
 
-    // The silence must also exceed 2 ms: with 1-sector requests (limit 1024 µs) dispatched and completed every
-    // 2 ms over 300 ms, no completion closes the window, nor does one 2 ms after the last; one 2 ms + 1 ns after
-    // it does. 151 sectors in 300 ms: rate 151 x 65 536 / 300 000 = 32, weight 9 x 150 / 151 = 8, x 0.3 = 2:
-    // 9333 x 7 / 8 + 32 / 8 = 8166 + 4 = 8170.
+    // The silence must also exceed 2 ms, counted in whole µs as the kernel counts it (`delta_us > 2000`): with
+    // 1-sector requests (limit 1024 µs) dispatched and completed every 2 ms over 300 ms, no completion closes the
+    // window, nor does one 2 ms + 999 ns after the last (2000 µs); one 2 ms + 1 µs after it does. 151 sectors in
+    // 300 ms: rate 151 x 65 536 / 300 000 = 32, weight 9 x 150 / 151 = 8, x 0.3 = 2: 9333 x 7 / 8 + 32 / 8 =
+    // 8166 + 4 = 8170.
     #[test]
     fn a_silence_of_at_most_2_ms_never_closes_the_window() {
         let mut p = PeakRate::new(true);
@@ -400,8 +417,59 @@ mod tests {
             assert_eq!(p.on_dispatch(i, 1, i * 2 * MS, 1), None, "dispatch {i}");
         }
         let mut q = p.clone();
-        assert_eq!(q.on_completion(302 * MS), None);
-        assert_eq!(p.on_completion(302 * MS + 1), Some(8170));
+        assert_eq!(q.on_completion(302 * MS + 999), None);
+        assert_eq!(p.on_completion(302 * MS + US), Some(8170));
+    }
+
+    // Session 10: three details of `bfq_update_peak_rate` / `bfq_update_rate_reset` the policy departed from,
+    // each test failing before the fix.
+
+    // A dispatch is a sequential sample only if it lands closer than 800 sectors to where the previous one ended
+    // (`get_sdist(last_position, rq) < BFQQ_SEEK_THR`), on any device and at any size: the base window with its
+    // last 8 dispatches jumping exactly 800 sectors keeps 23 sequential samples and is rejected (the queue's
+    // seekiness rule, "more than 800", would have counted them); on flash, 8 jumps of 10 000 sectors with large
+    // (256-sector) requests are not sequential either (the queue rule calls large requests on flash never
+    // seeky).
+    #[test]
+    fn a_sequential_sample_lands_closer_than_800_sectors_on_any_device() {
+        for (jump, rotational) in [(800u64, true), (10_000, false)] {
+            let mut p = PeakRate::new(rotational);
+            let start = p.peak;
+            let mut pos = 0;
+            for i in 0..32u64 {
+                if (24..32).contains(&i) {
+                    pos += jump;
+                }
+                assert_eq!(p.on_dispatch(pos, 256, at(i, 300 * MS), u32::from(i > 0)), None);
+                pos += 256;
+            }
+            assert_eq!(close(&mut p, SEC), None, "jump {jump}, rotational {rotational}");
+            assert_eq!(p.peak, start);
+        }
+    }
+
+    // The window is stretched to its last completion before the rate and the filter's weight are computed: the
+    // base window (completions at each dispatch) with one more completion at 450 ms, closed by a dispatch 100 ms
+    // + 1 ns later, lasts 450 ms: rate 8192 x 65 536 / 450 000 = 1193, weight 8 x 0.45 = 3, divisor 7: 9333 x 6 /
+    // 7 + 1193 / 7 = 7999 + 170 = 8169. (With the weight taken over the 300 ms of dispatches only, divisor 8:
+    // 8315.)
+    #[test]
+    fn the_weight_counts_the_window_up_to_its_last_completion() {
+        let mut p = window(32, 300 * MS, |i| i > 0, |i| Some(at(i, 300 * MS)));
+        assert_eq!(p.on_completion(450 * MS), None, "150 ms of silence after 256 sectors is not slow");
+        assert_eq!(close(&mut p, 550 * MS + 1), Some(8169));
+    }
+
+    // "Mostly seeky" is fewer sequential samples than (3 x samples) >> 2, three quarters rounded down: with 33
+    // samples that is 24, so 24 sequential ones are enough (the window updates although slower than the peak:
+    // 8448 sectors in 309.677 ms, rate 1787, weight 9 x 24 / 33 = 6, x 0.31 = 1, divisor 9: 8296 + 198 = 8494),
+    // and 23 are not.
+    #[test]
+    fn three_quarters_of_the_samples_round_down() {
+        let mut p = window(33, 300 * MS, |i| (1..=24).contains(&i), |_| None);
+        assert_eq!(close(&mut p, SEC), Some(8494));
+        let mut p = window(33, 300 * MS, |i| (1..=23).contains(&i), |_| None);
+        assert_eq!(close(&mut p, SEC), None);
     }
 
     // After a window closed by a completion (at 562.145 ms; no dispatch starts the next window), the next
