@@ -325,4 +325,33 @@ mod tests {
             checked(&b);
         }
     }
+
+    // A request dispatched from a queue that is not in service (injected) changes that queue's next request, and
+    // its budget is brought up to cover it (`bfq_updated_next_req`: the larger of its max_budget, its next
+    // request's charge and the service it already got), which moves its B-WF2Q+ finish time. Flow 2's queue, with
+    // a max_budget of 1 sector, got a budget of its first (8-sector) request's charge; after that request is
+    // dispatched by injection, its budget covers its next, 256-sector request.
+    #[test]
+    fn an_injected_dispatch_resizes_the_queues_budget_for_its_next_request() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        b.insert(read(1, 1, 0), 0);
+        dispatched(&mut b, 0);
+        let q2 = b.sync_queue(FlowId(2), 0);
+        b.qm(q2).max_budget = 1;
+        b.insert(read(2, 2, 100_000_000), 0);
+        b.insert(
+            Request::new(RequestId(3), FlowId(2), Direction::Read, true, 200_000_000, 256),
+            0,
+        );
+        assert_ne!(b.in_service, Some(q2));
+        let before = b.entity_budget(q2);
+        let r = b.dispatch_from(q2, MS).unwrap();
+        assert_eq!(r.id, RequestId(2));
+        let next = b.next_charge(q2);
+        assert!(next > before, "{next} {before}");
+        assert_eq!(b.entity_budget(q2), next.max(b.entity_service(q2)));
+        checked(&b);
+    }
 }
