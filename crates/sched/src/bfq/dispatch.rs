@@ -354,4 +354,37 @@ mod tests {
         assert_eq!(b.entity_budget(q2), next.max(b.entity_service(q2)));
         checked(&b);
     }
+
+    // NCQ detection samples at completions (`bfq_update_hw_tag`): a sample is skipped when the in-service queue has
+    // a short think time and fewer than 3 requests dispatched or queued, since such a queue could not fill the
+    // device anyway and a shallow driver queue then proves nothing. Each case below is one where the sample's
+    // "small queue" input decides whether it counts (checked on copies of the detector); the completion must
+    // leave the detector as the expected input does: 1 request of its own with a short think time is small, 3
+    // (1 dispatched, 2 queued) are not, and neither is 1 with a long think time.
+    #[test]
+    fn a_small_in_service_queue_with_a_short_think_time_gives_no_queueing_sample() {
+        for (own, short, small) in [(1u64, true, true), (3, true, false), (1, false, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            for f in 1..=4 {
+                b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+            }
+            for i in 0..own {
+                b.insert(read(i, 1, i * 1000), 0);
+            }
+            let r = dispatched(&mut b, 0);
+            let q = b.flows[&1].sync_q.unwrap();
+            for f in 2..=4u32 {
+                b.insert(read(100 + u64::from(f), f, u64::from(f) << 24), 0);
+            }
+            assert_eq!(b.in_service, Some(q));
+            b.qm(q).has_short_ttime = short;
+            let (in_driver, queued) = (b.rq_in_driver, b.queued as u32);
+            let (mut want, mut other) = (b.hw, b.hw);
+            want.sample(in_driver, queued, small);
+            other.sample(in_driver, queued, !small);
+            assert_ne!(want, other, "the input decides here");
+            b.completed(&r, MS);
+            assert_eq!(b.hw, want, "{own} own requests, short think time {short}");
+        }
+    }
 }
