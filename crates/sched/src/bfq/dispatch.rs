@@ -387,4 +387,21 @@ mod tests {
             assert_eq!(b.hw, want, "{own} own requests, short think time {short}");
         }
     }
+
+    // While BFQ idles for the in-service queue (its last request completed, nothing queued, idling pays on a disk
+    // for a sync reader), a dispatch call answers "wait until the idle timer", a time after now, so that the
+    // driver calls again then; after the timer has fired (the queue expired), there is nothing to wait for.
+    #[test]
+    fn while_idling_the_answer_is_to_wait_for_the_idle_timer() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let r = dispatched(&mut b, 0);
+        b.completed(&r, MS);
+        let t = b.timer.expect("idling");
+        assert!(t > MS);
+        assert_eq!(b.dispatch(MS), Decision::WaitUntil(t));
+        assert_eq!(b.dispatch(t), Decision::Nothing);
+        checked(&b);
+    }
 }
