@@ -376,7 +376,7 @@ mod tests {
     use super::*;
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
-    use crate::types::FlowInfo;
+    use crate::types::{FlowInfo, SEC};
 
     /// Flow `f`'s sync queue on `b`, filed in its group's position tree at `sector` as if busy there.
     fn filed_at(b: &mut Bfq, f: u32, sector: u64) -> QueueId {
@@ -555,5 +555,169 @@ mod tests {
         b.groups[0].pos.remove(&(0, a));
         assert_eq!(b.find_cooperator(a, 600), Some(near));
         assert_eq!(b.find_cooperator(a, 900), Some(far));
+    }
+
+    /// Flow `f` (class `class`, priority `prio`) starts and its sync queue is created at `at`.
+    fn created(b: &mut Bfq, f: u32, at: Time, class: IoClass, prio: u8) -> QueueId {
+        let mut info = FlowInfo::new(FlowId(f));
+        info.class = class;
+        info.prio = prio;
+        b.flow_started(&info, at);
+        b.sync_queue(FlowId(f), at)
+    }
+
+    // Stable merging at a queue's creation (`bfq_do_or_sched_stable_merge`), on a disk without command queueing,
+    // where the merge is only scheduled: a sync queue created within the burst interval (180 ms) of the group's last
+    // created one, of the same class and weight, is scheduled to merge into it; one created 181 ms after it is not;
+    // one of another class or weight is not and starts a new window.
+    #[test]
+    fn a_stable_merge_is_scheduled_only_for_a_like_queue_created_within_the_burst_interval() {
+        let be = IoClass::Be;
+        for (at, class, prio, want) in [
+            (180 * MS, be, 4, true),
+            (181 * MS, be, 4, false),
+            (50 * MS, IoClass::Rt, 4, false),
+            (50 * MS, be, 2, false),
+        ] {
+            let mut b = bfq(&DeviceInfo::hdd(), &[]);
+            let l = created(&mut b, 1, 0, be, 4);
+            assert_eq!(b.q(l).class, be);
+            created(&mut b, 2, at, class, prio);
+            let got = b.flows[&2].stable_merge;
+            assert_eq!(got, want.then_some(l), "created at {at} ns, {class:?} prio {prio}");
+        }
+    }
+
+    // The 600 ms window is counted from the queue that opened it: a queue created at 600 ms (too late for the
+    // burst interval, not yet past the window) does not open a new one, so a queue created at 650 ms, 650 ms after
+    // the window's first queue, opens a new window instead of being scheduled to merge with the one of 600 ms.
+    #[test]
+    fn the_stable_merge_window_is_600_ms_from_its_first_queue() {
+        let be = IoClass::Be;
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        created(&mut b, 1, 0, be, 4);
+        created(&mut b, 2, STABLE_MERGE_WINDOW, be, 4);
+        assert_eq!(b.flows[&2].stable_merge, None);
+        let q3 = created(&mut b, 3, 650 * MS, be, 4);
+        assert_eq!(b.flows[&3].stable_merge, None);
+        assert_eq!(
+            b.groups[0].last_created,
+            Some(q3),
+            "the 650 ms queue opened a new window"
+        );
+    }
+
+    /// Flows 1 and 2 on a disk each issue a read, at 0 and at 50 ms: flow 2's queue (returned second) is
+    /// scheduled to merge into flow 1's (returned first). Both are busy and weight-raised, so idling for flow 2's
+    /// queue is not issue-free and the merge will happen once it is decided.
+    fn scheduled_pair() -> (Bfq, QueueId, QueueId) {
+        use crate::types::{Direction, RequestId};
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        b.insert(Request::new(RequestId(1), FlowId(1), Direction::Read, true, 0, 8), 0);
+        b.insert(
+            Request::new(RequestId(2), FlowId(2), Direction::Read, true, 1 << 30, 8),
+            50 * MS,
+        );
+        let (q1, q2) = (b.flows[&1].sync_q.unwrap(), b.flows[&2].sync_q.unwrap());
+        assert_eq!(b.flows[&2].stable_merge, Some(q1));
+        (b, q1, q2)
+    }
+
+    // A scheduled stable merge is decided only after the queue has existed for 600 ms (`bfq_late_stable_merging`)
+    // and 600 ms after its last split: at exactly 600 ms it is still pending, just after it the queues merge.
+    #[test]
+    fn a_scheduled_stable_merge_waits_600_ms_after_creation_and_after_a_split() {
+        let (mut b, q1, q2) = scheduled_pair();
+        let t = 50 * MS + LATE_STABLE_MERGE;
+        assert_eq!(b.stable_merge_on_insert(FlowId(2), q2, t), None);
+        assert_eq!(b.flows[&2].stable_merge, Some(q1), "still pending");
+        assert_eq!(b.stable_merge_on_insert(FlowId(2), q2, t + 1), Some(q1));
+        assert_eq!(b.flows[&2].sync_q, Some(q1));
+
+        let (mut b, q1, q2) = scheduled_pair();
+        b.qm(q2).merge.split_time = Some(SEC);
+        let t = SEC + LATE_STABLE_MERGE;
+        assert_eq!(b.stable_merge_on_insert(FlowId(2), q2, t), None);
+        assert_eq!(b.stable_merge_on_insert(FlowId(2), q2, t + 1), Some(q1));
+        checked(&b);
+    }
+
+    /// Flow 1 (low_latency off) on a disk: reads at `t0` at sectors 1 000 000 and 2 000 000, the first dispatched
+    /// at `t0` (its queue in service alone), then the queue expired with the second still queued; flow 2 then has a
+    /// read queued at sector 50 000 000. Returns flow 1's queue and flow 2's.
+    fn served_then_expired(b: &mut Bfq, t0: Time) -> (QueueId, QueueId) {
+        use super::super::budget::Expiration;
+        use crate::types::{Direction, RequestId};
+        let rd = |id: u64, f: u32, s: u64| Request::new(RequestId(id), FlowId(f), Direction::Read, true, s, 8);
+        b.insert(rd(10 + t0, 1, 1_000_000), t0);
+        b.insert(rd(20 + t0, 1, 2_000_000), t0);
+        let q1 = b.flows[&1].sync_q.unwrap();
+        assert!(matches!(b.dispatch(t0), crate::types::Decision::Dispatch(_)));
+        assert_eq!(b.in_service, Some(q1));
+        b.expire(q1, Expiration::BudgetTimeout, t0 + MS);
+        assert!(b.q(q1).busy && b.in_service.is_none());
+        b.insert(rd(30 + t0, 2, 50_000_000), t0 + 2 * MS);
+        (q1, b.flows[&2].sync_q.unwrap())
+    }
+
+    // The 100 ms merge limit runs from the queue's first dispatch in its current backlogged period: flow 1's queue,
+    // first served at 0, joins flow 2's close queue with a request at 50 ms but not at 200 ms; after it went idle
+    // and came back at 1 s, the limit runs from its new first dispatch (1 s), so a request at 1.05 s joins.
+    #[test]
+    fn the_merge_limit_runs_from_the_first_dispatch_of_the_current_backlog() {
+        use crate::types::{Direction, RequestId};
+        let rd = |id: u64, s: u64| Request::new(RequestId(id), FlowId(1), Direction::Read, true, s, 8);
+        for (at, joins) in [(50 * MS, true), (200 * MS, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+            let (q1, q2) = served_then_expired(&mut b, 0);
+            b.insert(rd(99, 50_000_064), at);
+            let want = if joins { q2 } else { q1 };
+            assert_eq!(b.flows[&1].sync_q, Some(want), "a request at {at} ns");
+            checked(&b);
+        }
+
+        // A first backlog at 0, served and drained; the second from 1 s.
+        use super::super::budget::Expiration;
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        b.insert(rd(1, 0), 0);
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        b.completed(&r, MS);
+        let q1 = b.flows[&1].sync_q.unwrap();
+        if b.in_service == Some(q1) {
+            b.expire(q1, Expiration::NoMoreRequests, 2 * MS);
+        }
+        assert!(!b.q(q1).busy);
+        let (q1b, q2) = served_then_expired(&mut b, SEC);
+        assert_eq!(q1b, q1);
+        b.insert(rd(99, 50_000_064), SEC + 50 * MS);
+        assert_eq!(
+            b.flows[&1].sync_q,
+            Some(q2),
+            "within 100 ms of the new backlog's first dispatch"
+        );
+        checked(&b);
+    }
+
+    // Two queues exactly as far from the request, one on each side: the one ahead of it (at or after the request's
+    // sector, the direction the disk head sweeps) is the cooperator. This tie rule is ours: the kernel's walk of its
+    // position tree settles a tie by the tree's shape.
+    #[test]
+    fn of_two_equally_close_queues_the_one_ahead_is_the_cooperator() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let a = filed_at(&mut b, 1, 0);
+        let behind = filed_at(&mut b, 2, 500);
+        let ahead = filed_at(&mut b, 3, 700);
+        b.groups[0].pos.remove(&(0, a));
+        assert_eq!(b.find_cooperator(a, 600), Some(ahead));
+        assert_ne!(b.find_cooperator(a, 550), Some(ahead), "{behind:?} is closer there");
     }
 }

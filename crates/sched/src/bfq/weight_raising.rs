@@ -629,4 +629,254 @@ mod tests {
         assert_eq!(b.q(q).wr.coeff, 30);
         assert_eq!(b.q(q).wr.last_start_finish, 0, "the interactive period keeps its start");
     }
+
+    /// A v7r2 BFQ on the test HDD with v7r2's default tunables.
+    fn v7() -> Bfq {
+        let dev = DeviceInfo::hdd();
+        let v = crate::tunables::TunableValues::parse("bfq-v7r2", &super::super::V7R2_TUNABLES, &dev, &[] as &[&str])
+            .unwrap();
+        Bfq::with_era(
+            &dev,
+            super::super::tunables::Params::from_values(&v),
+            super::super::Era::V7r2,
+        )
+    }
+
+    /// Flow 1's sync queue on `b`, raised as interactive by its first request at 0.
+    fn raised_at_0(b: &mut Bfq) -> QueueId {
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0), 0);
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        q
+    }
+
+    /// The weight `q` is to be scheduled with: `set_wr_coeff` hands it to B-WF2Q+, which applies it at the
+    /// entity's next activation (`interactive_raising_multiplies_the_weight_for_its_duration` checks that it does).
+    fn weight(b: &Bfq, q: QueueId) -> u32 {
+        b.q(q).orig_weight * b.q(q).wr.coeff
+    }
+
+    /// Whether `q` is still raised after the raising-end check at `now` (`update_wr_data`, run at each dispatch).
+    fn raised_at(b: &mut Bfq, q: QueueId, now: Time) -> bool {
+        b.update_wr_data(q, now);
+        weight(b, q) > b.q(q).orig_weight
+    }
+
+    // v7r2 (`bfq_add_request` of 2014) at an idle-to-busy switch of a raised queue: a soft real-time period ends
+    // when the queue comes back no longer soft real-time and goes on when it comes back soft real-time; an
+    // interactive period is left alone by an arrival that is neither, even in its last 300 ms (it is not turned
+    // into a soft real-time period that would outlast it).
+    #[test]
+    fn v7r2_ends_a_soft_real_time_period_only_when_the_queue_is_no_longer_soft_real_time() {
+        let mut b = v7();
+        let q = raised_at_0(&mut b);
+        let (orig, coeff) = (b.q(q).orig_weight, b.p.wr_coeff);
+        let (d, rt) = (b.q(q).wr.cur_max_time, b.p.wr_rt_max_time);
+        assert!(d > 2 * rt, "the interactive length {d} is well above wr_rt_max_time");
+        // 100 ms before the interactive period ends, an arrival that is neither interactive nor soft real-time.
+        b.wr_on_arrival(q, false, false, d - rt / 3);
+        assert_eq!(weight(&b, q), orig * coeff, "an interactive period goes on");
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert!(raised_at(&mut b, q, d), "raised to its own end");
+        assert!(!raised_at(&mut b, q, d + 1), "and not beyond it");
+        // A soft real-time period, started later.
+        let t = 10 * d;
+        b.wr_on_arrival(q, false, true, t);
+        assert_eq!((b.q(q).wr.kind, weight(&b, q)), (WrKind::SoftRt, orig * coeff));
+        b.wr_on_arrival(q, false, true, t + rt / 3);
+        assert_eq!(weight(&b, q), orig * coeff, "soft real-time again: the period goes on");
+        b.wr_on_arrival(q, false, false, t + 2 * rt / 3);
+        assert_eq!(
+            weight(&b, q),
+            orig,
+            "no longer soft real-time: the raising ends at once"
+        );
+        assert_eq!(b.q(q).wr.coeff, 1);
+        checked(&b);
+    }
+
+    // v7r2: a raised queue that comes back soft real-time with less than wr_rt_max_time of raising left starts a
+    // soft real-time period from now (raised wr_rt_max_time more, beyond its old end); with more left, or exactly
+    // wr_rt_max_time (the kernel's `time_before` is strict), its period is kept, still interactive, so a later
+    // arrival that is not soft real-time does not end it.
+    #[test]
+    fn v7r2_switches_to_soft_real_time_only_when_less_than_its_length_is_left() {
+        // Much time left: nothing changes, the raising ends at the interactive end.
+        let mut b = v7();
+        let q = raised_at_0(&mut b);
+        let (d, rt) = (b.q(q).wr.cur_max_time, b.p.wr_rt_max_time);
+        b.wr_on_arrival(q, false, true, SEC);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        assert!(!raised_at(&mut b, q, d + 1));
+
+        // 100 ms left: a soft real-time period from now, to now + rt.
+        let mut b = v7();
+        let q = raised_at_0(&mut b);
+        let now = d - rt / 3;
+        b.wr_on_arrival(q, false, true, now);
+        assert_eq!(b.q(q).wr.kind, WrKind::SoftRt);
+        assert!(raised_at(&mut b, q, d + 1), "raised past the interactive end");
+        assert!(raised_at(&mut b, q, now + rt));
+        assert!(!raised_at(&mut b, q, now + rt + 1));
+
+        // Exactly rt left: kept as it is; an arrival that is neither then leaves it raised.
+        let mut b = v7();
+        let q = raised_at_0(&mut b);
+        b.wr_on_arrival(q, false, true, d - rt);
+        assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
+        b.wr_on_arrival(q, false, false, d - rt / 2);
+        assert!(raised_at(&mut b, q, d), "the interactive period was not ended");
+        checked(&b);
+    }
+
+    // The soft real-time test at an idle-to-busy switch: the queue must come back strictly after its planned
+    // earliest soft real-time start; the newest kernel also refuses a totally seeky queue (all of its last 32
+    // requests seeky: `BFQQ_TOTALLY_SEEKY`), v7r2 has no such test.
+    #[test]
+    fn soft_real_time_needs_the_planned_start_passed_and_newest_refuses_a_totally_seeky_queue() {
+        for era_v7 in [false, true] {
+            let mut b = if era_v7 { v7() } else { bfq(&DeviceInfo::hdd(), &[]) };
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            let q = b.sync_queue(FlowId(1), 0);
+            b.qm(q).wr.soft_rt_next_start = SEC;
+            assert!(!b.wr_candidate(q, SEC).1, "at the planned start: not yet");
+            assert!(b.wr_candidate(q, SEC + 1).1, "just after it");
+            b.qm(q).seek_history = u32::MAX;
+            assert_eq!(b.wr_candidate(q, SEC + 1).1, era_v7, "totally seeky (v7r2: {era_v7})");
+            b.qm(q).seek_history = u32::MAX - 1;
+            assert!(b.wr_candidate(q, SEC + 1).1, "one request of 32 not seeky is enough");
+        }
+    }
+
+    // Newest: a queue produced by a split is neither raised nor renewed until wr_min_idle_time has passed since the
+    // split (`bfq_bfqq_handle_idle_busy_switch`: the split queue's process just lost a shared queue's raising, and
+    // its first arrivals say nothing about its interactivity).
+    #[test]
+    fn a_queue_split_less_than_wr_min_idle_time_ago_is_not_raised() {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let q = raised_at_0(&mut b);
+        b.end_wr(q, 0);
+        let min_idle = b.p.wr_min_idle_time;
+        b.qm(q).merge.split_time = Some(SEC);
+        b.wr_on_arrival(q, true, false, SEC + min_idle);
+        assert_eq!(
+            weight(&b, q),
+            b.q(q).orig_weight,
+            "not raised at split + wr_min_idle_time"
+        );
+        b.wr_on_arrival(q, true, false, SEC + min_idle + 1);
+        assert_eq!(weight(&b, q), b.q(q).orig_weight * 30, "raised just after");
+    }
+
+    // Newest: starting raising cuts the queue's budget to 2 x min_budget (`bfq_update_bfqq_wr_on_rq_arrival`), so a
+    // raised newcomer gets short slots (its B-WF2Q+ finish time is near) and does not hold the device for a whole
+    // max_budget; without raising the newcomer keeps max_budget.
+    #[test]
+    fn raising_cuts_the_budget_to_twice_the_minimum() {
+        let budget = |ll: &str| {
+            let mut b = bfq(&DeviceInfo::hdd(), &[ll]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0), 0);
+            let q = b.flows[&1].sync_q.unwrap();
+            let min = b.budgets.min_budget();
+            (b.wf.entity(b.q(q).entity).unwrap().budget, min, b.q(q).max_budget)
+        };
+        let (raised, min, max) = budget("low_latency=1");
+        assert!(max > 2 * min + 2, "{max} {min}: the cut is visible");
+        assert_eq!(raised, 2 * min);
+        let (plain, _, max) = budget("low_latency=0");
+        assert_eq!(plain, max);
+    }
+
+    // Async raising happens only to a busy, non-raised async queue receiving an async request wr_min_inter_arr_async
+    // after its previous one, with low_latency on: each guard alone refuses it (a sync request, a sync queue, a
+    // queue already raised, which keeps its period, an idle queue, low_latency off).
+    #[test]
+    fn async_raising_needs_every_one_of_its_conditions() {
+        // An async queue, busy, last request at 0, not raised; `tune` breaks one condition.
+        let try_raise = |ll: bool, sync: bool, tune: &dyn Fn(&mut Bfq, QueueId)| {
+            let mut b = bfq(
+                &DeviceInfo::hdd(),
+                &[if ll { "low_latency=1" } else { "low_latency=0" }],
+            );
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(Request::new(RequestId(1), FlowId(1), Direction::Write, false, 0, 8), 0);
+            let q = b.groups[0].async_q[8 + 4].unwrap();
+            assert!(b.q(q).busy && b.q(q).wr.coeff == 1);
+            tune(&mut b, q);
+            let before = b.q(q).wr;
+            b.async_raise_on_arrival(q, sync, SEC);
+            (before, b.q(q).wr, weight(&b, q) > b.q(q).orig_weight)
+        };
+        let none = |_: &mut Bfq, _: QueueId| {};
+        assert!(try_raise(true, false, &none).2, "all conditions met: raised");
+        assert!(!try_raise(false, false, &none).2, "low_latency off");
+        assert!(!try_raise(true, true, &none).2, "a sync request");
+        assert!(!try_raise(true, false, &|b, q| b.qm(q).sync = true).2, "a sync queue");
+        assert!(!try_raise(true, false, &|b, q| b.qm(q).busy = false).2, "an idle queue");
+        let (before, after, still) = try_raise(true, false, &|b, q| {
+            b.set_wr_coeff(q, 30);
+            b.qm(q).wr.kind = WrKind::Interactive;
+            b.qm(q).wr.last_start_finish = 5 * MS;
+        });
+        assert!(still);
+        assert_eq!(
+            after.last_start_finish, before.last_start_finish,
+            "a raised queue's period is not restarted"
+        );
+    }
+
+    // Newest: a soft real-time period that expires after the interactive period it interrupted would have ended
+    // does not resume it: the raising ends (at exactly that end it still resumes).
+    #[test]
+    fn an_expired_soft_rt_period_ends_raising_if_the_interrupted_one_is_over_too() {
+        for (late, resumes) in [(0, true), (1, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["wr_rt_max_time=4000"]);
+            let q = raised_at_0(&mut b);
+            let d = b.wr_duration();
+            assert!(d > 4 * SEC, "{d}");
+            b.wr_on_arrival(q, false, true, d - 4 * SEC - 1);
+            assert_eq!(b.q(q).wr.start_at_switch_to_srt, Some(0));
+            // The soft real-time period ends at d - 1, the interactive one at d; the check runs at d + late.
+            assert_eq!(raised_at(&mut b, q, d + late), resumes);
+            assert_eq!(b.q(q).wr.kind == WrKind::Interactive, resumes);
+        }
+    }
+
+    // Newest: a queue that expired with requests still in the driver plans its earliest soft real-time start at the
+    // completion that drains it (slice_idle + 4 ms after that completion here: 8 sectors weigh little); a completion
+    // of a queue that was not waiting for it plans nothing, so the start stays where it was.
+    #[test]
+    fn the_draining_completion_plans_the_soft_real_time_start() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
+        let q = raised_at_0(&mut b);
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        let before = b.q(q).wr.soft_rt_next_start;
+        b.expire(q, super::super::budget::Expiration::NoMoreRequests, MS);
+        assert_eq!(
+            b.q(q).wr.soft_rt_next_start,
+            before,
+            "planning waits for the completion"
+        );
+        b.completed(&r, 10 * MS);
+        let next = b.q(q).wr.soft_rt_next_start;
+        assert_eq!(next, 10 * MS + 8 * MS + SOFTRT_NEXT_START_MARGIN);
+        assert!(!b.wr_candidate(q, next).1 && b.wr_candidate(q, next + 1).1);
+
+        // In service and not expired: its completion plans nothing.
+        let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
+        let q = raised_at_0(&mut b);
+        let r = match b.dispatch(0) {
+            crate::types::Decision::Dispatch(r) => r,
+            d => panic!("{d:?}"),
+        };
+        let before = b.q(q).wr.soft_rt_next_start;
+        b.completed(&r, 10 * MS);
+        assert_eq!(b.q(q).wr.soft_rt_next_start, before);
+        assert!(b.wr_candidate(q, before + 1).1);
+    }
 }
