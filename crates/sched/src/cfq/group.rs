@@ -197,4 +197,34 @@ mod tests {
         assert_eq!(g.busy_in_class(IoClass::Be), 5);
         assert_eq!(g.busy_in_class(IoClass::Rt), 0);
     }
+
+    // The async workload slice of `choose_wl_class_and_type` (3.13): the group's slice (all of the 300 ms target
+    // for a lone group) times the type's queues over the class's busy queues (1 of 2: 150 ms), capped by the async
+    // queues' share of the target over all busy queues of the device (`cfqg_busy_async_queues`: 300 x 1/2 =
+    // 150 ms; with a third queue busy elsewhere, 100 ms), then scaled by slice_async/slice_sync (40/100): 60 ms, or
+    // 40 ms. The RT async tree counts among the async queues too: with one there as well, the cap is 300 x 2/3.
+    #[test]
+    fn the_async_workload_slice_is_capped_by_the_async_queues_share_of_the_target() {
+        use super::super::slice::workload_slice;
+        use super::super::tunables::Params;
+        use crate::device::DeviceInfo;
+        let p = Params::defaults(&DeviceInfo::hdd());
+        let mut t = GroupTree::default();
+        let mut g = Group::new(GroupId(0), 0);
+        t.add(0, &mut g);
+        let (be_async, be_sync) = (
+            super::super::service_tree::tree_index(IoClass::Be, Workload::Async),
+            super::super::service_tree::tree_index(IoClass::Be, Workload::Sync),
+        );
+        g.trees[be_async].insert((0, 1), 1);
+        g.trees[be_sync].insert((0, 2), 2);
+        assert_eq!(g.busy_async(), 1);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 2), 60 * MS);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 3), 40 * MS);
+        let rt_async = super::super::service_tree::tree_index(IoClass::Rt, Workload::Async);
+        g.trees[rt_async].insert((0, 3), 3);
+        assert_eq!(g.busy_async(), 2);
+        // 150 ms (1 of 2 BE queues) against a cap of 300 x 2/3 = 200 ms: 150 x 0.4 = 60 ms.
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 3), 60 * MS);
+    }
 }
