@@ -227,4 +227,65 @@ mod tests {
         // 150 ms (1 of 2 BE queues) against a cap of 300 x 2/3 = 200 ms: 150 x 0.4 = 60 ms.
         assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 3), 60 * MS);
     }
+
+    // Groups with equal vdisktime are served in the order they joined the tree (the kernel's rb-tree insert sends
+    // an equal key to the right): group 1 joined before group 0, so it comes first, whatever the indices.
+    #[test]
+    fn groups_with_equal_vdisktime_are_served_in_the_order_they_became_busy() {
+        let mut t = GroupTree::default();
+        let mut g1 = Group::new(GroupId(1), 0);
+        let mut g0 = Group::new(GroupId(0), 0);
+        g1.vdisktime = 5 * MS;
+        g0.vdisktime = 5 * MS;
+        t.add(1, &mut g1);
+        t.add(0, &mut g0);
+        assert_eq!(t.first(), Some(1));
+        t.remove(1, &mut g1);
+        assert_eq!(t.first(), Some(0));
+    }
+
+    // `cfq_service_tree_add` (3.13): an IDLE-class queue is keyed CFQ_IDLE_DELAY (HZ/5 jiffies, 200 ms) after the
+    // last queue of its tree, or after now on an empty tree. Three IDLE readers arriving at 10 s get 10.2, 10.4
+    // and 10.6 s; the third, re-keyed 100 ms later while last on its tree, goes 200 ms after that time: 10.3 s,
+    // now before the second (with a delay of 0 or 1 ms it would stay last).
+    #[test]
+    fn an_idle_class_queue_is_keyed_200_ms_after_the_last_one() {
+        use super::super::{Cfq, Params};
+        use crate::device::DeviceInfo;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, SEC};
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        let now = 10 * SEC;
+        for f in 1..=3u32 {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7), 0);
+        }
+        for f in 1..=3u32 {
+            let rq = Request::new(
+                RequestId(u64::from(f)),
+                FlowId(f),
+                Direction::Read,
+                true,
+                u64::from(f) << 24,
+                8,
+            );
+            c.insert(rq, now);
+        }
+        let key = |c: &Cfq, f: u32| {
+            let q = c.flows[&FlowId(f)].sync_q.expect("a sync queue");
+            c.queues[q as usize].pos.expect("on a tree").key
+        };
+        let at = |t: Time| i64::try_from(t).unwrap();
+        assert_eq!(key(&c, 1), at(now + 200 * MS));
+        assert_eq!(key(&c, 2), at(now + 400 * MS));
+        assert_eq!(key(&c, 3), at(now + 600 * MS));
+        // Queue 3, last on the tree, re-keyed 100 ms later: 10.3 s, between queues 1 and 2.
+        let q3 = c.flows[&FlowId(3)].sync_q.unwrap();
+        c.service_tree_add(q3, false, now + 100 * MS);
+        assert_eq!(key(&c, 3), at(now + 300 * MS));
+        let tree = c.queues[q3 as usize].pos.unwrap().tree;
+        let order: Vec<u32> = c.groups[0].trees[tree].queues().collect();
+        let q = |f: u32| c.flows[&FlowId(f)].sync_q.unwrap();
+        assert_eq!(order, vec![q(1), q(3), q(2)]);
+    }
 }
