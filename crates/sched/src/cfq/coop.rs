@@ -290,4 +290,45 @@ mod tests {
         assert_eq!(queue_of(&c, 2), q2, "reader 2 keeps its own queue");
         assert!(!c.queues[q3 as usize].coop);
     }
+
+    // `cfq_close_cooperator` looks for a cooperator only for a sync queue that is not of the IDLE class. A writer's
+    // async queue, emptied with reader 2's request 100 sectors past the head and reader 1's far away but first in
+    // line, has none: after the write, reader 1 is served first. An emptied IDLE-class reader does not cooperate
+    // with a close IDLE-class reader either: no merge is scheduled, and its next request stays in its own queue.
+    #[test]
+    fn async_and_idle_class_queues_have_no_cooperator() {
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, super::super::Params::defaults(&dev));
+        for f in [1, 2, 9] {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        c.insert(
+            Request::new(RequestId(9), FlowId(9), Direction::Write, false, 1_000_000, 8),
+            0,
+        );
+        c.insert(read(1, 1, 500_000_000), 0);
+        c.insert(read(2, 2, 1_000_108), 0);
+        let w = dispatched(&mut c, 0).expect("the writer goes first (its key is earliest)");
+        assert_eq!(w.flow, FlowId(9));
+        let wq = c.groups[0].async_queues[IoClass::Be.index()][4].expect("the writer's queue");
+        assert_eq!(c.close_cooperator(wq), None);
+        assert!(dispatched(&mut c, 0).is_none(), "sync waits for the write to drain");
+        c.completed(&w, MS);
+        assert_eq!(dispatched(&mut c, MS).map(|r| r.flow), Some(FlowId(1)));
+
+        let mut c = Cfq::new(&dev, super::super::Params::defaults(&dev));
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7), 0);
+        }
+        c.insert(read(1, 1, 0), 0);
+        let r = dispatched(&mut c, 0).expect("the lone IDLE reader is served");
+        c.insert(read(2, 2, 108), 0);
+        let (q1, q2) = (queue_of(&c, 1), queue_of(&c, 2));
+        assert_eq!(c.close_cooperator(q1), None);
+        assert_eq!(dispatched(&mut c, 0).map(|r| r.flow), Some(FlowId(2)));
+        c.completed(&r, MS);
+        c.insert(read(3, 1, 16), MS);
+        assert_eq!(queue_of(&c, 1), q1, "no merge with the IDLE-class neighbour");
+        assert!(!c.queues[q2 as usize].coop);
+    }
 }
