@@ -288,4 +288,50 @@ mod tests {
         let q = |f: u32| c.flows[&FlowId(f)].sync_q.unwrap();
         assert_eq!(order, vec![q(1), q(3), q(2)]);
     }
+
+    // `cfq_group_notify_queue_add`: a group that becomes busy goes behind the last busy group (its vdisktime above
+    // that group's), so it cannot jump ahead of groups that were waiting. Group 1's two readers use the disk for
+    // 500 ms (their group's vdisktime grows well past 200 ms); then group 2's reader arrives: its group is placed
+    // after group 1's.
+    #[test]
+    fn a_group_that_becomes_busy_goes_behind_the_last_busy_group() {
+        use super::super::{Cfq, Params};
+        use crate::device::DeviceInfo;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, RequestId};
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in [1, 3] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(1)), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(2)), 0);
+        let mut id = 0;
+        let mut read = |f: u32, sector: u64| {
+            id += 1;
+            Request::new(RequestId(id), FlowId(f), Direction::Read, true, sector, 8)
+        };
+        let mut next = [0u64, 0, 0, 1 << 30];
+        for f in [1, 3] {
+            c.insert(read(f, next[f as usize]), 0);
+        }
+        let mut now = 0;
+        while now < 500 * MS {
+            match c.dispatch(now) {
+                Decision::Dispatch(r) => {
+                    now += MS;
+                    c.completed(&r, now);
+                    let f = r.flow.0 as usize;
+                    next[f] += 8;
+                    c.insert(read(r.flow.0, next[f]), now);
+                }
+                Decision::WaitUntil(t) => now = t,
+                Decision::Nothing => break,
+            }
+        }
+        c.insert(read(2, 1 << 31), now);
+        let (g1, g2) = (c.group_index[&GroupId(1)], c.group_index[&GroupId(2)]);
+        let (v1, v2) = (c.groups[g1 as usize].vdisktime, c.groups[g2 as usize].vdisktime);
+        assert!(v1 > 200 * MS + 1, "group 1 was charged {v1} ns");
+        assert!(v2 > v1, "group 2 at {v2} ns, group 1 at {v1} ns");
+    }
 }
