@@ -109,6 +109,8 @@ mod tests {
         n_meta: bool,
         /// When the newcomer's request arrives (ns).
         at: Time,
+        /// The active queue is marked must-dispatch (with the 2016 fix: its FIFO head expired) at the arrival.
+        a_must_dispatch: bool,
     }
 
     fn base() -> Case {
@@ -123,6 +125,7 @@ mod tests {
             n_distance: 1 << 30,
             n_meta: false,
             at: 0,
+            a_must_dispatch: false,
         }
     }
 
@@ -152,6 +155,7 @@ mod tests {
             c.completed(&r, MS);
         }
         let now = k.at.max(if k.a_done { MS } else { 0 });
+        c.queues[a as usize].must_dispatch |= k.a_must_dispatch;
         c.insert(request(3, k.n.id, k.n_sync, r.end() + k.n_distance, k.n_meta), now);
         c.active != Some(a)
     }
@@ -164,7 +168,8 @@ mod tests {
 
     // `cfq_should_preempt` (3.13), the class rules first: an IDLE-class newcomer never preempts, not even an async
     // queue; anything preempts an IDLE-class queue; nothing but RT preempts an RT queue, not even a sync request
-    // against an RT writer; a sync request preempts a BE writer, even from another group.
+    // against an RT writer; a sync request preempts a BE writer, even from another group (with the 2016 fix, not
+    // a writer that must dispatch).
     #[test]
     fn class_rules_come_first_then_sync_over_async() {
         let idle = |f: u32| FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7);
@@ -189,6 +194,25 @@ mod tests {
         assert!(preempts(&with(|k| {
             k.a_sync = false;
             k.n = other_group.clone();
+        })));
+        // With the 2016 fix a sync request still preempts a writer, unless the writer must dispatch (its FIFO head
+        // expired); the writer holds another request here, as an emptied one is preempted anyway (it should not
+        // idle).
+        let fixed = |must: bool| {
+            with(|k| {
+                k.tunables = &["async_starvation_fix=1"];
+                k.a_sync = false;
+                k.a_queued = Some(false);
+                k.a_must_dispatch = must;
+            })
+        };
+        assert!(preempts(&fixed(false)));
+        assert!(!preempts(&fixed(true)));
+        // In 3.13 (no fix) must-dispatch does not protect a writer.
+        assert!(preempts(&with(|k| {
+            k.a_sync = false;
+            k.a_queued = Some(false);
+            k.a_must_dispatch = true;
         })));
         // An async newcomer does not preempt a writer.
         assert!(!preempts(&with(|k| {
@@ -263,5 +287,88 @@ mod tests {
         assert!(!preempts(&waiting(8193)));
         // Not idling yet (its request still on the disk): a close request does not preempt.
         assert!(!preempts(&with(|k| k.n_distance = 100)));
+    }
+
+    /// Serves `flow` alone for six reads 10 M sectors apart, each issued when the previous one completes, then lets
+    /// its idle wait run out: its queue ends up seeky, without an idle window (on the SYNC_NOIDLE tree when busy).
+    fn make_seeky(c: &mut Cfq, flow: u32, mut now: Time) -> Time {
+        use crate::types::Decision;
+        for k in 0..6u64 {
+            let id = u64::from(flow) * 100 + k;
+            c.insert(
+                request(id, FlowId(flow), true, (u64::from(flow) << 32) + k * 10_000_000, false),
+                now,
+            );
+            let r = loop {
+                match c.dispatch(now) {
+                    Decision::Dispatch(r) => break r,
+                    Decision::WaitUntil(t) => now = t,
+                    Decision::Nothing => panic!("nothing to dispatch"),
+                }
+            };
+            now += MS;
+            c.completed(&r, now);
+        }
+        while let Decision::WaitUntil(t) = c.dispatch(now) {
+            now = t;
+        }
+        let q = c.flows[&FlowId(flow)].sync_q.expect("a sync queue") as usize;
+        assert!(c.queues[q].seeky() && !c.queues[q].idle_window);
+        now
+    }
+
+    // The SYNC_NOIDLE rule of `cfq_should_preempt` applies only when both queues are SYNC_NOIDLE: a newcomer on
+    // a SYNC_NOIDLE tree holding two queues does not preempt an emptied reader that idles (SYNC tree, idle
+    // window), and a SYNC newcomer on a tree of two does not preempt an emptied seeky reader that idles as the last
+    // queue of its SYNC_NOIDLE tree. (Within one tree of two the rule agrees with the next one: a queue that is not
+    // alone on its SYNC_NOIDLE tree should not idle.)
+    #[test]
+    fn the_sync_noidle_rule_needs_both_queues_on_sync_noidle() {
+        let dev = DeviceInfo::hdd();
+        // Readers 2 and 3 seeky; reader 1 active with its idle window, its request on the disk.
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=3 {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        let now = make_seeky(&mut c, 2, 0);
+        let now = make_seeky(&mut c, 3, now);
+        c.insert(request(1, FlowId(1), true, 0, false), now);
+        assert_eq!(dispatched(&mut c, now).map(|r| r.flow), Some(FlowId(1)));
+        let a = c.active.unwrap();
+        c.insert(request(2, FlowId(2), true, 1 << 40, false), now);
+        c.insert(request(3, FlowId(3), true, 1 << 41, false), now);
+        let q3 = c.flows[&FlowId(3)].sync_q.unwrap() as usize;
+        let tree = c.queues[q3].pos.unwrap().tree;
+        assert_eq!(c.groups[0].trees[tree].count(), 2, "readers 2 and 3 on SYNC_NOIDLE");
+        assert_eq!(c.active, Some(a), "reader 1 still in service");
+
+        // Reader 1 seeky; reader 4 takes the disk from it (so that reader 1 leaves its old tree) and then reader 1
+        // is active again, on the SYNC_NOIDLE tree alone; readers 2 and 3 fresh (SYNC tree).
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=4 {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        let mut now = make_seeky(&mut c, 1, 0);
+        c.insert(request(4, FlowId(4), true, 1 << 38, false), now);
+        let r = dispatched(&mut c, now).expect("reader 4 is served");
+        assert_eq!(r.flow, FlowId(4));
+        now += MS;
+        c.completed(&r, now);
+        c.insert(request(1, FlowId(1), true, 1 << 39, false), now);
+        let r = loop {
+            match c.dispatch(now) {
+                crate::types::Decision::Dispatch(r) => break r,
+                crate::types::Decision::WaitUntil(t) => now = t,
+                crate::types::Decision::Nothing => panic!("nothing to dispatch"),
+            }
+        };
+        assert_eq!(r.flow, FlowId(1));
+        let a = c.active.unwrap();
+        let sync_noidle = super::super::service_tree::tree_index(IoClass::Be, Workload::SyncNoIdle);
+        assert_eq!(c.queues[a as usize].pos.unwrap().tree, sync_noidle);
+        assert!(c.should_idle(a), "the last queue of its SYNC_NOIDLE tree is idled for");
+        c.insert(request(2, FlowId(2), true, 1 << 40, false), now);
+        c.insert(request(3, FlowId(3), true, 1 << 41, false), now);
+        assert_eq!(c.active, Some(a), "reader 1 still in service");
     }
 }
