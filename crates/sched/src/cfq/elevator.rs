@@ -79,4 +79,29 @@ mod tests {
         let m = Candidate { meta: true, ..c(0) };
         assert!(prefer_first(m, c(100), 100, 32768, 2));
     }
+
+    // `cfq_choose_req`: a request behind the head is reached by a back seek when `sector + back_max >= head`, so a
+    // back seek of exactly back_seek_max sectors (32 768, the default 16 MiB) is taken at twice its distance (65 536
+    // against a forward seek of 70 000); one sector farther it wraps and any forward request goes first. A wrapped
+    // request half the disk behind loses to one twice as far ahead. The head sits far from sector 0 so that a
+    // distance computed from absolute sectors would show.
+    #[test]
+    fn a_back_seek_of_exactly_back_seek_max_is_taken_and_one_sector_more_wraps() {
+        let (head, max) = (1_000_000_000, 32_768);
+        assert!(prefer_first(c(head - max), c(head + 70_000), head, max, 2));
+        assert!(!prefer_first(c(head - max - 1), c(head + 70_000), head, max, 2));
+        assert!(!prefer_first(c(head / 2), c(head * 3), head, max, 2));
+    }
+
+    // Equal elevator costs go to the higher sector whichever comes first (the kernel's `s1 >= s2`): 50 sectors
+    // back at penalty 2 and 100 forward cost 100 each, and the forward one wins from both sides. A smaller cost wins
+    // whatever the sectors: 200 forward loses to 50 back (cost 100) although it lies higher.
+    #[test]
+    fn equal_costs_go_to_the_higher_sector_and_a_smaller_cost_wins_regardless() {
+        let head = 10_000;
+        assert!(!prefer_first(c(head - 50), c(head + 100), head, 32_768, 2));
+        assert!(prefer_first(c(head + 100), c(head - 50), head, 32_768, 2));
+        assert!(!prefer_first(c(head + 200), c(head - 50), head, 32_768, 2));
+        assert!(prefer_first(c(head - 50), c(head + 200), head, 32_768, 2));
+    }
 }

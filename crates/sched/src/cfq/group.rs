@@ -197,4 +197,141 @@ mod tests {
         assert_eq!(g.busy_in_class(IoClass::Be), 5);
         assert_eq!(g.busy_in_class(IoClass::Rt), 0);
     }
+
+    // The async workload slice of `choose_wl_class_and_type` (3.13): the group's slice (all of the 300 ms target
+    // for a lone group) times the type's queues over the class's busy queues (1 of 2: 150 ms), capped by the async
+    // queues' share of the target over all busy queues of the device (`cfqg_busy_async_queues`: 300 x 1/2 =
+    // 150 ms; with a third queue busy elsewhere, 100 ms), then scaled by slice_async/slice_sync (40/100): 60 ms, or
+    // 40 ms. The RT async tree counts among the async queues too: with one there as well, the cap is 300 x 2/3.
+    #[test]
+    fn the_async_workload_slice_is_capped_by_the_async_queues_share_of_the_target() {
+        use super::super::slice::workload_slice;
+        use super::super::tunables::Params;
+        use crate::device::DeviceInfo;
+        let p = Params::defaults(&DeviceInfo::hdd());
+        let mut t = GroupTree::default();
+        let mut g = Group::new(GroupId(0), 0);
+        t.add(0, &mut g);
+        let (be_async, be_sync) = (
+            super::super::service_tree::tree_index(IoClass::Be, Workload::Async),
+            super::super::service_tree::tree_index(IoClass::Be, Workload::Sync),
+        );
+        g.trees[be_async].insert((0, 1), 1);
+        g.trees[be_sync].insert((0, 2), 2);
+        assert_eq!(g.busy_async(), 1);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 2), 60 * MS);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 3), 40 * MS);
+        let rt_async = super::super::service_tree::tree_index(IoClass::Rt, Workload::Async);
+        g.trees[rt_async].insert((0, 3), 3);
+        assert_eq!(g.busy_async(), 2);
+        // 150 ms (1 of 2 BE queues) against a cap of 300 x 2/3 = 200 ms: 150 x 0.4 = 60 ms.
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 3), 60 * MS);
+    }
+
+    // Groups with equal vdisktime are served in the order they joined the tree (the kernel's rb-tree insert sends
+    // an equal key to the right): group 1 joined before group 0, so it comes first, whatever the indices.
+    #[test]
+    fn groups_with_equal_vdisktime_are_served_in_the_order_they_became_busy() {
+        let mut t = GroupTree::default();
+        let mut g1 = Group::new(GroupId(1), 0);
+        let mut g0 = Group::new(GroupId(0), 0);
+        g1.vdisktime = 5 * MS;
+        g0.vdisktime = 5 * MS;
+        t.add(1, &mut g1);
+        t.add(0, &mut g0);
+        assert_eq!(t.first(), Some(1));
+        t.remove(1, &mut g1);
+        assert_eq!(t.first(), Some(0));
+    }
+
+    // `cfq_service_tree_add` (3.13): an IDLE-class queue is keyed CFQ_IDLE_DELAY (HZ/5 jiffies, 200 ms) after the
+    // last queue of its tree, or after now on an empty tree. Three IDLE readers arriving at 10 s get 10.2, 10.4
+    // and 10.6 s; the third, re-keyed 100 ms later while last on its tree, goes 200 ms after that time: 10.3 s,
+    // now before the second (with a delay of 0 or 1 ms it would stay last).
+    #[test]
+    fn an_idle_class_queue_is_keyed_200_ms_after_the_last_one() {
+        use super::super::{Cfq, Params};
+        use crate::device::DeviceInfo;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, SEC};
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        let now = 10 * SEC;
+        for f in 1..=3u32 {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7), 0);
+        }
+        for f in 1..=3u32 {
+            let rq = Request::new(
+                RequestId(u64::from(f)),
+                FlowId(f),
+                Direction::Read,
+                true,
+                u64::from(f) << 24,
+                8,
+            );
+            c.insert(rq, now);
+        }
+        let key = |c: &Cfq, f: u32| {
+            let q = c.flows[&FlowId(f)].sync_q.expect("a sync queue");
+            c.queues[q as usize].pos.expect("on a tree").key
+        };
+        let at = |t: Time| i64::try_from(t).unwrap();
+        assert_eq!(key(&c, 1), at(now + 200 * MS));
+        assert_eq!(key(&c, 2), at(now + 400 * MS));
+        assert_eq!(key(&c, 3), at(now + 600 * MS));
+        // Queue 3, last on the tree, re-keyed 100 ms later: 10.3 s, between queues 1 and 2.
+        let q3 = c.flows[&FlowId(3)].sync_q.unwrap();
+        c.service_tree_add(q3, false, now + 100 * MS);
+        assert_eq!(key(&c, 3), at(now + 300 * MS));
+        let tree = c.queues[q3 as usize].pos.unwrap().tree;
+        let order: Vec<u32> = c.groups[0].trees[tree].queues().collect();
+        let q = |f: u32| c.flows[&FlowId(f)].sync_q.unwrap();
+        assert_eq!(order, vec![q(1), q(3), q(2)]);
+    }
+
+    // `cfq_group_notify_queue_add`: a group that becomes busy goes behind the last busy group (its vdisktime above
+    // that group's), so it cannot jump ahead of groups that were waiting. Group 1's two readers use the disk for
+    // 500 ms (their group's vdisktime grows well past 200 ms); then group 2's reader arrives: its group is placed
+    // after group 1's.
+    #[test]
+    fn a_group_that_becomes_busy_goes_behind_the_last_busy_group() {
+        use super::super::{Cfq, Params};
+        use crate::device::DeviceInfo;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, FlowId, FlowInfo, Request, RequestId};
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in [1, 3] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(1)), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(2)), 0);
+        let mut id = 0;
+        let mut read = |f: u32, sector: u64| {
+            id += 1;
+            Request::new(RequestId(id), FlowId(f), Direction::Read, true, sector, 8)
+        };
+        let mut next = [0u64, 0, 0, 1 << 30];
+        for f in [1, 3] {
+            c.insert(read(f, next[f as usize]), 0);
+        }
+        let mut now = 0;
+        while now < 500 * MS {
+            match c.dispatch(now) {
+                Decision::Dispatch(r) => {
+                    now += MS;
+                    c.completed(&r, now);
+                    let f = r.flow.0 as usize;
+                    next[f] += 8;
+                    c.insert(read(r.flow.0, next[f]), now);
+                }
+                Decision::WaitUntil(t) => now = t,
+                Decision::Nothing => break,
+            }
+        }
+        c.insert(read(2, 1 << 31), now);
+        let (g1, g2) = (c.group_index[&GroupId(1)], c.group_index[&GroupId(2)]);
+        let (v1, v2) = (c.groups[g1 as usize].vdisktime, c.groups[g2 as usize].vdisktime);
+        assert!(v1 > 200 * MS + 1, "group 1 was charged {v1} ns");
+        assert!(v2 > v1, "group 2 at {v2} ns, group 1 at {v1} ns");
+    }
 }

@@ -138,4 +138,81 @@ mod tests {
         }
         assert!(s.seeky(), "small requests count as seeky on a non-rotational device");
     }
+
+    // The kernel's fixed-point average (`__cfq_update_io_thinktime`): the sample weight goes 0 -> 32 -> 60 -> 84
+    // (`(7 w + 256) / 8`), and `sample_valid` wants more than 80, so the mean counts from the third arrival on. Two
+    // arrivals 4 ms after their completions give a mean of exactly 4 ms (32 x 4 ms / 32, then 60 x 4 ms / 60); a
+    // pause of 50 ms with slice_idle 8 ms counts as 16 ms (capped at 2 x slice_idle).
+    #[test]
+    fn the_mean_is_valid_from_the_third_sample_and_a_pause_counts_at_most_twice_slice_idle() {
+        let mut t = ThinkTime::new(0);
+        t.sample(4 * MS, 8 * MS);
+        assert_eq!((t.samples, t.total, t.mean), (32, 32 * 4 * MS, 4 * MS));
+        t.last_end = 10 * MS;
+        t.sample(14 * MS, 8 * MS);
+        assert_eq!((t.samples, t.mean), (60, 4 * MS));
+        assert!(!t.valid() && !t.big(MS), "two samples are not enough");
+        t.last_end = 20 * MS;
+        t.sample(24 * MS, 8 * MS);
+        assert_eq!(t.samples, 84);
+        assert!(t.valid() && t.big(MS) && !t.big(8 * MS));
+
+        let mut p = ThinkTime::new(0);
+        p.sample(50 * MS, 8 * MS);
+        assert_eq!(p.mean, 16 * MS);
+    }
+
+    // `sample_valid(samples)` is `samples > 80`, and a think time is "big" only when strictly longer than the idle
+    // time (`ttime_mean > slice_idle` in `cfq_io_thinktime_big` and `cfq_update_idle_window`): a mean of exactly
+    // 8 ms still earns idling with slice_idle 8 ms, one ns more does not.
+    #[test]
+    fn valid_is_above_80_and_big_is_strictly_longer_than_the_idle_time() {
+        let t = |samples, mean| ThinkTime {
+            last_end: 0,
+            samples,
+            total: 0,
+            mean,
+        };
+        assert!(!t(80, 20 * MS).valid() && !t(80, 20 * MS).big(8 * MS));
+        assert!(t(81, 20 * MS).valid() && t(81, 20 * MS).big(8 * MS));
+        assert!(!t(84, 8 * MS).big(8 * MS));
+        assert!(t(84, 8 * MS + 1).big(8 * MS));
+    }
+
+    // `cfq_update_io_seektime`: on a disk a request is seeky when it starts more than 800 sectors (CFQQ_SEEK_THR)
+    // from where the previous one ended, in either direction; on flash when it is smaller than 64 sectors
+    // (CFQQ_SECT_THR_NONROT). A queue is seeky when more than 4 of its last 32 requests were (`CFQQ_SEEKY`).
+    #[test]
+    fn seeky_is_more_than_800_sectors_away_or_under_64_sectors_on_flash_in_5_of_32() {
+        let hist = |gaps: &[u64], sectors: u32, rotational: bool| {
+            let mut h = SeekHistory::default();
+            let mut at = 1_000_000;
+            h.record(at, sectors, rotational);
+            for &g in gaps {
+                at += u64::from(sectors) + g;
+                h.record(at, sectors, rotational);
+            }
+            h
+        };
+        // Five jumps of exactly 800 sectors: none is seeky; five of 801 are.
+        assert!(!hist(&[800; 5], 8, true).seeky());
+        assert!(hist(&[801; 5], 8, true).seeky());
+        // Four seeky requests of 32 are not enough; the fifth makes the queue seeky.
+        assert!(!hist(&[801; 4], 8, true).seeky());
+        // Backwards counts the same: a request 801 sectors before the previous end.
+        let mut b = SeekHistory::default();
+        for i in 0..6u64 {
+            b.record(10_000_000 - i * 809, 8, true);
+        }
+        assert!(b.seeky());
+        // On flash the size decides, not the distance: 64-sector requests far apart are not seeky, 63 close are.
+        assert!(!hist(&[1_000_000; 8], 64, false).seeky());
+        assert!(hist(&[0; 8], 63, false).seeky());
+        // The window is 32 requests: 5 seeky ones followed by 32 sequential ones are forgotten.
+        let mut w = hist(&[801; 5], 8, true);
+        for i in 0..32 {
+            w.record(1 << 40 | (i * 8), 8, true);
+        }
+        assert!(!w.seeky());
+    }
 }

@@ -95,4 +95,43 @@ mod tests {
         }
         assert_eq!(d.state, HwTag::Yes);
     }
+
+    // `cfq_update_hw_tag`: a completion is a sample only when more than 5 requests (CFQ_HW_QUEUE_MIN) are queued
+    // or on the device; the verdict comes at the 51st sample (`hw_tag_samples++ < 50` returns for the first 50):
+    // queueing if the device was ever seen holding 5 or more at once. Once found to queue it stays so.
+    #[test]
+    fn more_than_five_requests_make_a_sample_and_the_51st_decides_on_a_depth_of_five() {
+        // 5 queued and 5 on the device is not a load: nothing is decided however often it is seen.
+        let mut d = NcqDetector::default();
+        for _ in 0..200 {
+            d.observe(5, 5, false);
+        }
+        assert_eq!((d.state, d.est_depth), (HwTag::Unknown, 5));
+        // Six queued with one on the device is a load; the depth of 5 seen before counts.
+        for _ in 0..50 {
+            d.observe(1, 6, false);
+        }
+        assert_eq!(d.state, HwTag::Unknown, "50 samples decide nothing");
+        d.observe(1, 6, false);
+        assert_eq!(d.state, HwTag::Yes);
+        assert!(d.on());
+        // Found queueing, it stays so whatever follows.
+        for _ in 0..100 {
+            d.observe(1, 10, false);
+        }
+        assert_eq!(d.state, HwTag::Yes);
+
+        // Six on the device with nothing queued is a load too; a depth of 4 is not queueing.
+        let mut d = NcqDetector::default();
+        for _ in 0..51 {
+            d.observe(6, 0, false);
+        }
+        assert_eq!(d.state, HwTag::Yes);
+        let mut d = NcqDetector::default();
+        for _ in 0..51 {
+            d.observe(4, 6, false);
+        }
+        assert_eq!(d.state, HwTag::No);
+        assert!(!d.on(), "a device found not to queue is treated as such");
+    }
 }

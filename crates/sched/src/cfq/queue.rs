@@ -205,3 +205,73 @@ impl Queue {
         2 * slice_async_rq * (8 - u32::from(self.prio.min(7)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::MS;
+
+    // `cfq_slice_used_soon` (3.13): a queue's slice will be used up soon when it has not completed a request yet
+    // (no estimate), or when each request on the device may take slice_idle and their sum passes the slice end:
+    // 4 requests x 8 ms from now reach exactly the end 32 ms away (not past it: not soon); with the end 1 ns
+    // nearer they pass it. This limits the queue to quantum/2 dispatches while others wait (`cfq_may_dispatch`).
+    #[test]
+    fn the_slice_is_used_soon_when_the_requests_on_the_device_would_pass_its_end() {
+        let mut q = Queue::new(0, true, IoClass::Be, 4, 0);
+        let now = 50 * MS;
+        q.dispatched = 4;
+        assert!(q.slice_used_soon(now, 8 * MS), "a new slice is always used soon");
+        q.slice_new = false;
+        q.slice_end = now + 32 * MS;
+        assert!(!q.slice_used_soon(now, 8 * MS));
+        q.slice_end = now + 32 * MS - 1;
+        assert!(q.slice_used_soon(now, 8 * MS));
+    }
+
+    // `cfq_update_idle_window` (3.13): a queue that once held 4 requests (`cfq_mark_cfqq_deep`) keeps its idle
+    // window although seeky, because a device serving several of its requests hides the seeks. Reader 1 queues six
+    // far-apart requests at once (deep, seeky, still worth idling for); reader 2 issues the same six one at a time
+    // (never deep) and loses its idle window.
+    #[test]
+    fn a_seeky_queue_that_once_held_four_requests_keeps_its_idle_window() {
+        use super::super::tests::dispatched;
+        use super::super::{Cfq, Params};
+        use crate::device::DeviceInfo;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId};
+        let dev = DeviceInfo::hdd();
+        let read = |id: u64, f: u32, k: u64| {
+            Request::new(
+                RequestId(id),
+                FlowId(f),
+                Direction::Read,
+                true,
+                (u64::from(f) << 36) + k * 10_000_000,
+                8,
+            )
+        };
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        for k in 0..6 {
+            c.insert(read(k, 1, k), 0);
+        }
+        let q1 = c.flows[&FlowId(1)].sync_q.unwrap() as usize;
+        assert!(c.queues[q1].seeky() && c.queues[q1].deep);
+        assert!(c.queues[q1].idle_window);
+        assert_eq!(c.queues[q1].workload(), Workload::Sync);
+
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        c.flow_started(&FlowInfo::new(FlowId(2)), 0);
+        let mut now = 0;
+        for k in 0..6 {
+            c.insert(read(k, 2, k), now);
+            let r = dispatched(&mut c, now).expect("reader 2 is served");
+            now += MS;
+            c.completed(&r, now);
+        }
+        let q2 = c.flows[&FlowId(2)].sync_q.unwrap() as usize;
+        assert!(c.queues[q2].seeky() && !c.queues[q2].deep);
+        assert!(!c.queues[q2].idle_window);
+        assert_eq!(c.queues[q2].workload(), Workload::SyncNoIdle);
+    }
+}

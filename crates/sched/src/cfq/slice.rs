@@ -93,4 +93,23 @@ mod tests {
         p.low_latency = false;
         assert_eq!(scaled_slice(&p, true, 4, 5, 300 * MS), 100 * MS);
     }
+
+    // A workload slice is never below CFQ_MIN_TT, 2 jiffies (2 ms at HZ=1000): with a target latency of 1 ms the
+    // async workload's share (1 ms x 1/2, x 40/100 = 0.2 ms) is raised to 2 ms, and so is a sync one when slice_idle
+    // is 0 (no 2 x slice_idle floor).
+    #[test]
+    fn a_workload_slice_is_at_least_2_ms() {
+        use super::super::group::Group;
+        use crate::types::GroupId;
+        let mut p = Params::defaults(&DeviceInfo::hdd());
+        p.target_latency = MS;
+        p.slice_idle = 0;
+        let mut t = GroupTree::default();
+        let mut g = Group::new(GroupId(0), 0);
+        t.add(0, &mut g);
+        g.trees[tree_index(IoClass::Be, Workload::Async)].insert((0, 1), 1);
+        g.trees[tree_index(IoClass::Be, Workload::Sync)].insert((0, 2), 2);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Async, 2), 2 * MS);
+        assert_eq!(workload_slice(&p, &g, &t, IoClass::Be, Workload::Sync, 2), 2 * MS);
+    }
 }

@@ -232,7 +232,7 @@ fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
     Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
 }
 
-fn dispatched(c: &mut Cfq, now: Time) -> Option<Request> {
+pub(super) fn dispatched(c: &mut Cfq, now: Time) -> Option<Request> {
     match c.dispatch(now) {
         Decision::Dispatch(r) => Some(r),
         _ => None,

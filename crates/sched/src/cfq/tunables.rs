@@ -220,4 +220,17 @@ mod tests {
             "3.13 keeps idling on flash"
         );
     }
+
+    // back_seek_max goes up to 2^30 KiB (the kernel takes any unsigned value; ours is bounded so that the sector
+    // count, twice the KiB, stays far inside u64): 2^30 is accepted and becomes 2^31 sectors, one more is refused
+    // with a message. The other bounds are the ones the table states.
+    #[test]
+    fn the_largest_back_seek_max_is_accepted_and_one_more_refused() {
+        let parse =
+            |v: i64| TunableValues::parse("cfq", &TUNABLES, &DeviceInfo::hdd(), &[format!("back_seek_max={v}")]);
+        let max = 1_073_741_824;
+        let p = Params::from_values(&parse(max).expect("2^30 KiB is accepted"));
+        assert_eq!(p.back_seek_max_sectors, 1 << 31);
+        assert!(parse(max + 1).is_err());
+    }
 }
