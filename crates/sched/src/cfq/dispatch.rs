@@ -694,3 +694,132 @@ impl Cfq {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Queue selection, dispatch limits, expiry and completion, each asserted by the decision it changes (which
+    //! request goes next, or whether CFQ holds the device), with the kernel's rule in the comment.
+
+    use super::super::tests::{cfq, dispatched, rq};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{FlowId, FlowInfo, GroupId};
+
+    const US: Time = MS / 1000;
+
+    /// The sync queue of flow `f`.
+    fn sync_q(c: &Cfq, f: u32) -> u32 {
+        c.flows[&FlowId(f)].sync_q.expect("a sync queue")
+    }
+
+    // The liveness guard (never needed in a correct run) serves the first queue that holds a request and gives it
+    // the slot: flow 1's queue is live but empty (its one request completed), so flow 2's request is the one sent,
+    // and flow 2's queue becomes the active one.
+    #[test]
+    fn the_liveness_guard_serves_the_first_queue_holding_a_request_and_makes_it_active() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 100, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.completed(&r, MS);
+        c.insert(rq(2, 2, 900_000_000, true), MS);
+        assert!(c.queues[sync_q(&c, 1) as usize].live);
+        match c.forced_dispatch(MS) {
+            Decision::Dispatch(r) => assert_eq!(r.id.0, 2),
+            d => panic!("the guard sent nothing: {d:?}"),
+        }
+        assert_eq!(c.active, Some(sync_q(&c, 2)));
+        assert_eq!(c.forced, 1);
+    }
+
+    // `cfq_select_queue`: a queue whose slice has run out is expired even if a request of its own arrives in time
+    // for the idle wait. Flow 1 reads with 0.3 ms of think time and 10 ms slices (slice_sync=10, priority 4; two
+    // queues fit the 300 ms target, so no scaling): its slice runs from its first completion at 1 ms to 11 ms. Its
+    // last request completes at 10.5 ms, CFQ idles for it (until 18.5 ms), and its next request comes at 11.2 ms:
+    // after the slice end, so flow 2, waiting since 0, is served, not flow 1.
+    #[test]
+    fn a_request_arriving_after_the_slice_ended_does_not_extend_it() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        assert_eq!(r.flow, FlowId(1));
+        let mut id = 10;
+        for ms in 1..=10 {
+            c.completed(&r, ms * MS);
+            c.insert(rq(id, 1, id * 16, true), ms * MS + 300 * US);
+            r = dispatched(&mut c, ms * MS + 300 * US).unwrap();
+            assert_eq!(r.flow, FlowId(1), "flow 1 keeps its slice at {ms} ms");
+            id += 1;
+        }
+        c.completed(&r, 10 * MS + 500 * US);
+        assert_eq!(c.dispatch(10 * MS + 500 * US), Decision::WaitUntil(18 * MS + 500 * US));
+        c.insert(rq(id, 1, id * 16, true), 11 * MS + 200 * US);
+        assert_eq!(dispatched(&mut c, 11 * MS + 200 * US).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_select_queue`: when the slice of a group's only queue ran out while its last request is still on the
+    // device, CFQ holds the device (no group switch) so that the completion can stretch the slice and keep the group
+    // backlogged (wait-busy). Flow 1 (root group) and flow 2 (another group); group_idle=0, so group idling does not
+    // hold the device instead. Flow 1's slice runs from 1 ms to 11 ms; at 12 ms, with one request in flight and
+    // nothing queued, the answer is "nothing" (not flow 2); its completion at 13 ms extends the slice by slice_idle
+    // (8 ms) and CFQ idles for flow 1 until 21 ms.
+    #[test]
+    fn the_last_queue_of_a_group_keeps_the_device_until_its_request_completes() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["group_idle=0", "slice_sync=10"]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 1, 1000, true), 0);
+        c.insert(rq(3, 2, 900_000_000, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
+        c.completed(&a, MS);
+        assert_eq!(c.dispatch(12 * MS), Decision::Nothing);
+        c.completed(&b, 13 * MS);
+        assert_eq!(c.dispatch(13 * MS), Decision::WaitUntil(21 * MS));
+    }
+
+    /// Flow 1 queues eight 8-sector requests `stride` sectors apart at 0 (deep: four or more queued) and flow 2 one
+    /// request; flow 1's first four go to the device at 0 (quantum/2 while the slice is new), its first completion
+    /// at 1 ms starts a 100 ms slice, and its other four go at once. Returns the answer of the next dispatch call at
+    /// `ask` (its queue empty, seven requests in flight), after one more dispatch at `ask` when `hold_one` kept
+    /// one request queued until then.
+    fn after_a_deep_queue_empties(stride: u64, hold_one: bool, ask: Time) -> Decision {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for i in 0..8 {
+            c.insert(rq(i, 1, 1_000 + i * stride, true), 0);
+        }
+        c.insert(rq(100, 2, 1_900_000_000, true), 0);
+        let first: Vec<Request> = std::iter::from_fn(|| dispatched(&mut c, 0)).collect();
+        assert_eq!(first.len(), 4);
+        assert!(first.iter().all(|r| r.flow == FlowId(1)));
+        c.completed(&first[0], MS);
+        let more = if hold_one { 3 } else { 4 };
+        for _ in 0..more {
+            assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(1));
+        }
+        if hold_one {
+            assert_eq!(dispatched(&mut c, ask).unwrap().flow, FlowId(1));
+        }
+        let q = sync_q(&c, 1) as usize;
+        assert!(c.queues[q].is_empty() && c.queues[q].deep);
+        c.dispatch(ask)
+    }
+
+    // `cfq_select_queue`: a deep seeky queue keeps its idle window (deep queues are not denied it), but when it
+    // empties with requests still in flight while less than half of its slice has passed, the device is serving it
+    // faster than it refills: CFQ clears the idle window and moves on to flow 2 at once. At exactly half the slice
+    // (50 ms used, 50 ms left at 51 ms) it still holds the device for the seeky queue; and a sequential queue
+    // (requests 100 sectors apart) is held for early in the slice too.
+    #[test]
+    fn a_deep_seeky_queue_that_empties_early_in_its_slice_stops_being_idled_for() {
+        let seeky = 10_000_000;
+        match after_a_deep_queue_empties(seeky, false, MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+            d => panic!("still held for the seeky queue: {d:?}"),
+        }
+        assert_eq!(after_a_deep_queue_empties(seeky, true, 51 * MS), Decision::Nothing);
+        assert_eq!(after_a_deep_queue_empties(100, false, MS), Decision::Nothing);
+    }
+}

@@ -227,19 +227,19 @@ impl Sim {
     }
 }
 
-fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
+pub(super) fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
     let dir = if sync { Direction::Read } else { Direction::Write };
     Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
 }
 
-fn dispatched(c: &mut Cfq, now: Time) -> Option<Request> {
+pub(super) fn dispatched(c: &mut Cfq, now: Time) -> Option<Request> {
     match c.dispatch(now) {
         Decision::Dispatch(r) => Some(r),
         _ => None,
     }
 }
 
-fn cfq(dev: &DeviceInfo, tunables: &[&str]) -> Cfq {
+pub(super) fn cfq(dev: &DeviceInfo, tunables: &[&str]) -> Cfq {
     let values = TunableValues::parse("cfq", &TUNABLES, dev, tunables).unwrap();
     Cfq::new(dev, Params::from_values(&values))
 }
