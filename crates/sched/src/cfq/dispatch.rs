@@ -822,4 +822,23 @@ mod tests {
         assert_eq!(after_a_deep_queue_empties(seeky, true, 51 * MS), Decision::Nothing);
         assert_eq!(after_a_deep_queue_empties(100, false, MS), Decision::Nothing);
     }
+
+    // `cfq_select_queue`, group idling: with slice_idle=0 no queue is idled for, but the only queue of a group whose
+    // request is still on the device holds it for the group while `group_idle` is set (8 ms by default), rather
+    // than letting another group in; with group_idle=0 the other group's reader is served at once.
+    #[test]
+    fn group_idle_holds_the_device_for_a_group_with_a_request_in_flight() {
+        for (group_idle, held) in [("group_idle=8", true), ("group_idle=0", false)] {
+            let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", group_idle]);
+            c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+            c.insert(rq(1, 1, 0, true), 0);
+            c.insert(rq(2, 2, 900_000_000, true), 0);
+            assert_eq!(dispatched(&mut c, 0).unwrap().flow, FlowId(1));
+            match c.dispatch(0) {
+                Decision::Nothing => assert!(held, "{group_idle}: held"),
+                Decision::Dispatch(r) => assert!(!held && r.flow == FlowId(2), "{group_idle}: {r:?}"),
+                d => panic!("{group_idle}: {d:?}"),
+            }
+        }
+    }
 }
