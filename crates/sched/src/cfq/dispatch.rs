@@ -700,7 +700,7 @@ mod tests {
     //! Queue selection, dispatch limits, expiry and completion, each asserted by the decision it changes (which
     //! request goes next, or whether CFQ holds the device), with the kernel's rule in the comment.
 
-    use super::super::tests::{cfq, dispatched, rq};
+    use super::super::tests::{cfq, dispatched, flat_1ms, rq, Reader, Sim};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
@@ -840,5 +840,50 @@ mod tests {
                 d => panic!("{group_idle}: {d:?}"),
             }
         }
+    }
+
+    // `choose_wl_class_and_type`: within a class, the workload type in service is kept while its tree has queues
+    // and its workload slice lasts, and only then is the type whose first queue has the lowest key taken. Readers A
+    // (flow 1) and B (flow 2) are sync, W (flow 3) an async writer; A is served first and W's key (0) is below B's
+    // (80 ms: the third queue of the group, one 80 ms priority gap after the second). The SYNC workload slice is
+    // set at 0 while A is alone: the whole 300 ms target. So B follows A (the SYNC type is kept, its slice lasts),
+    // then A again (still SYNC, 200 ms < 300 ms), and only after the 300 ms does W, the lowest key, get its turn.
+    #[test]
+    fn the_workload_type_is_kept_until_its_slice_ends() {
+        let mut w = Reader::new(3, 1_900_000_000);
+        w.sync = false;
+        let readers = vec![Reader::new(1, 0), w, Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        sim.run(SEC);
+        let runs = sim.runs();
+        let order: Vec<u32> = runs.iter().take(4).map(|r| r.0 .0).collect();
+        assert_eq!(order, vec![1, 2, 1, 3], "{runs:?}");
+        assert!(sim.first_dispatch(3).unwrap() >= 300 * MS);
+    }
+
+    // `cfq_choose_wl_type` scans ASYNC, SYNC_NOIDLE, SYNC and takes a type only if its first key is strictly lower,
+    // so on a tie the earlier type wins. Flow 1, a seeky reader at priority 0 (its queue lost the idle window: it
+    // goes on the SYNC_NOIDLE tree), and flow 2, a sequential reader at priority 0 (SYNC tree), both queue a
+    // request at 100 ms into an idle group: at priority 0 the slice offset is 0, so both keys are exactly 100 ms,
+    // and the seeky reader is served first.
+    #[test]
+    fn equal_keys_go_to_the_earlier_workload_type() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for i in 0..8 {
+            let t = i * MS;
+            c.insert(rq(i, 1, i * 10_000_000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS / 2);
+        }
+        let s = sync_q(&c, 1) as usize;
+        assert!(c.queues[s].seeky() && !c.queues[s].idle_window);
+        c.insert(rq(100, 1, 900_000_000, true), 100 * MS);
+        c.insert(rq(101, 2, 1_500_000_000, true), 100 * MS);
+        let q = sync_q(&c, 2) as usize;
+        assert_eq!(c.queues[s].pos.unwrap().key, c.queues[q].pos.unwrap().key);
+        assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(1));
     }
 }
