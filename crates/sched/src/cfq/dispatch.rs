@@ -886,4 +886,37 @@ mod tests {
         assert_eq!(c.queues[s].pos.unwrap().key, c.queues[q].pos.unwrap().key);
         assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(1));
     }
+
+    // `cfq_may_dispatch`: a queue that will be idled for waits until the async requests on the device have
+    // drained before it starts (so that its think time is not measured against writes). A writer's request is on
+    // the device when a reader's sync request preempts the writer: the reader is held ("nothing") until the write
+    // completes at 1 ms, then served.
+    #[test]
+    fn an_idling_sync_queue_waits_for_async_requests_on_the_device_to_drain() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 3, 1_900_000_000, false), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(3));
+        c.insert(rq(2, 1, 1000, true), 0);
+        assert_eq!(c.dispatch(0), Decision::Nothing);
+        assert_eq!(c.active, Some(sync_q(&c, 1)), "the sync request preempted the writer");
+        c.completed(&w, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(1));
+    }
+
+    // With the 2016 async-starvation fix (v4.9 `cfq_dispatch_request`/`cfq_may_dispatch`), an async queue still
+    // waits while sync I/O is on the device, unless its oldest request has passed fifo_expire_async (250 ms): the
+    // writer is held at 0 and served at 260 ms with the reader's request still on the device.
+    #[test]
+    fn with_the_starvation_fix_async_waits_for_sync_until_its_fifo_expires() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "async_starvation_fix=1"]);
+        c.insert(rq(1, 1, 100, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().flow, FlowId(1));
+        for i in 0..2 {
+            c.insert(rq(10 + i, 3, 50_000_000 + i * 1000, false), 0);
+        }
+        assert_eq!(c.dispatch(0), Decision::Nothing);
+        assert_eq!(c.dispatch(249 * MS), Decision::Nothing);
+        assert_eq!(dispatched(&mut c, 260 * MS).unwrap().flow, FlowId(3));
+    }
 }
