@@ -919,4 +919,37 @@ mod tests {
         assert_eq!(c.dispatch(249 * MS), Decision::Nothing);
         assert_eq!(dispatched(&mut c, 260 * MS).unwrap().flow, FlowId(3));
     }
+
+    /// How many of 20 requests queued at 0 go to the device at 0 (no completion in between).
+    fn dispatched_at_once(c: &mut Cfq) -> usize {
+        std::iter::from_fn(|| dispatched(c, 0)).count()
+    }
+
+    // `cfq_may_dispatch`: the only busy queue has no depth limit, and an async one is then limited only by the
+    // low-latency ramp: depth = time since the last delayed sync completion / slice_sync, with none yet counting as
+    // 1 s ago (the kernel starts `last_delayed_sync` at `jiffies - HZ`): 1 s / 100 ms = 10 requests. Without
+    // low_latency all 20 go.
+    #[test]
+    fn a_lone_async_queue_is_limited_only_by_the_low_latency_ramp() {
+        for (tunables, expect) in [(&[][..], 10), (&["low_latency=0"][..], 20)] {
+            let mut c = cfq(&DeviceInfo::hdd(), tunables);
+            for i in 0..20 {
+                c.insert(rq(i, 3, 1000 + i * 100, false), 0);
+            }
+            assert_eq!(dispatched_at_once(&mut c), expect, "{tunables:?}");
+        }
+    }
+
+    // `cfq_may_dispatch`: the only busy sync queue is not limited even while an async queue is busy too (a sync
+    // queue preempts async ones anyway, so limiting it makes no sense): all 20 of its requests go at once, where
+    // two sync queues would stop it at quantum/2 = 4 while its slice is new.
+    #[test]
+    fn the_only_sync_queue_is_not_depth_limited_by_a_busy_async_queue() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for i in 0..20 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(100, 3, 1_900_000_000, false), 0);
+        assert_eq!(dispatched_at_once(&mut c), 20);
+    }
 }

@@ -638,3 +638,28 @@ impl Scheduler for Cfq {
         self.check()
     }
 }
+
+#[cfg(test)]
+mod more_tests {
+    //! Tests of this file's rules by their effect (session 10, issue 21); the scenario tests are in `tests.rs`.
+
+    use super::tests::{cfq, dispatched, rq};
+    use super::*;
+    use crate::types::MS;
+
+    // A sync queue nobody uses any more is freed and its slot reused (`cfq_put_queue`): 100 processes that each
+    // read once and exit, one after another, leave one queue slot, not 100.
+    #[test]
+    fn the_queues_of_exited_processes_are_reused() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in 0..100u32 {
+            let t = Time::from(f) * 20 * MS;
+            c.flow_started(&FlowInfo::new(FlowId(f)), t);
+            c.insert(rq(u64::from(f), f, u64::from(f) * 1000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS);
+            c.flow_exited(FlowId(f), t + 2 * MS);
+        }
+        assert_eq!(c.queues.len(), 1);
+    }
+}
