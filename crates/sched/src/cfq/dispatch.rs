@@ -952,4 +952,28 @@ mod tests {
         c.insert(rq(100, 3, 1_900_000_000, false), 0);
         assert_eq!(dispatched_at_once(&mut c), 20);
     }
+
+    // The FIFO keeps the requests still queued after a slot ends, so the next slot starts with the oldest one if
+    // it has expired (`cfq_check_fifo`). Flow 1 queues A (sector 1000), B (50 000 000), C (2000) at 0 and is served
+    // A; an RT reader preempts it at 1 ms and holds the disk until 200 ms (one slow request, then 8 ms of idling).
+    // When flow 1 comes back at 208 ms, B has waited past fifo_expire_sync (125 ms) and goes first, ahead of C,
+    // the elevator's choice.
+    #[test]
+    fn the_next_slot_starts_with_the_oldest_expired_request() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Rt, 4), 0);
+        for (id, sector) in [(1, 1000), (2, 50_000_000), (3, 2000)] {
+            c.insert(rq(id, 1, sector, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.id.0, 1);
+        c.insert(rq(10, 2, 900_000_000, true), MS);
+        let rt = dispatched(&mut c, MS).unwrap();
+        assert_eq!(rt.flow, FlowId(2));
+        c.completed(&a, 2 * MS);
+        c.completed(&rt, 200 * MS);
+        assert_eq!(c.dispatch(200 * MS), Decision::WaitUntil(208 * MS));
+        let order: Vec<u64> = (0..2).map(|_| dispatched(&mut c, 208 * MS).unwrap().id.0).collect();
+        assert_eq!(order, vec![2, 3]);
+    }
 }
