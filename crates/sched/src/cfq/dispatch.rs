@@ -976,4 +976,19 @@ mod tests {
         let order: Vec<u64> = (0..2).map(|_| dispatched(&mut c, 208 * MS).unwrap().id.0).collect();
         assert_eq!(order, vec![2, 3]);
     }
+
+    // After a dispatch the elevator's next request is the better of the dispatched one's neighbours in sector
+    // order (`cfq_find_next_rq`), with a back seek costing twice its distance (`cfq_choose_req`). With the head at
+    // 10 008 after X (10 000-10 008), P at 9000 (1008 behind: cost 2016) beats S at 20 000 (9992 ahead).
+    #[test]
+    fn the_next_request_after_a_dispatch_is_the_nearer_neighbour_counting_back_seeks_double() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 9992, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        for (id, sector) in [(2, 10_000), (3, 9000), (4, 20_000)] {
+            c.insert(rq(id, 1, sector, true), 0);
+        }
+        let order: Vec<u64> = (0..3).map(|_| dispatched(&mut c, 0).unwrap().id.0).collect();
+        assert_eq!(order, vec![2, 3, 4]);
+    }
 }
