@@ -662,4 +662,18 @@ mod more_tests {
         }
         assert_eq!(c.queues.len(), 1);
     }
+
+    // A process that exits is not idled for (`cfq_exit_cfqq` expires its active queue): flow 1's queue emptied at
+    // 1 ms and CFQ idles for it until 9 ms; flow 1 exits at 2 ms, and flow 2, waiting since 0, is served at 2 ms.
+    #[test]
+    fn an_exiting_process_is_not_idled_for() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 1_900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        c.flow_exited(FlowId(1), 2 * MS);
+        assert_eq!(dispatched(&mut c, 2 * MS).unwrap().flow, FlowId(2));
+    }
 }
