@@ -991,4 +991,25 @@ mod tests {
         let order: Vec<u64> = (0..3).map(|_| dispatched(&mut c, 0).unwrap().id.0).collect();
         assert_eq!(order, vec![2, 3, 4]);
     }
+
+    // `cfq_dispatch_requests`: an async queue's dispatch allowance (2 x slice_async_rq x (8 - prio) = 16 at
+    // priority 4) ends its slot only while another queue is busy; a lone writer keeps its slot, so its FIFO is not
+    // consulted again. The writer's first request F (sector 50 000 000) goes at 0, which checks the FIFO for the
+    // slot; E (sector 10) and twenty requests ahead of the head are queued at 0. At 300 ms, with E past
+    // fifo_expire_async (250 ms), the elevator still sends the twenty first and E, behind the head, last.
+    #[test]
+    fn a_lone_async_queue_keeps_its_slot_past_its_dispatch_allowance() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        c.insert(rq(1, 3, 50_000_000, false), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        c.insert(rq(2, 3, 10, false), 0);
+        for i in 0..20 {
+            c.insert(rq(10 + i, 3, 60_000_000 + i * 100, false), 0);
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| dispatched(&mut c, 300 * MS))
+            .map(|r| r.id.0)
+            .collect();
+        assert_eq!(order.len(), 21);
+        assert_eq!(order.last(), Some(&2), "{order:?}");
+    }
 }
