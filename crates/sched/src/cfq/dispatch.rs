@@ -1012,4 +1012,49 @@ mod tests {
         assert_eq!(order.len(), 21);
         assert_eq!(order.last(), Some(&2), "{order:?}");
     }
+
+    // `__cfq_slice_expired` with `timed_out`: a preempted queue keeps the unused part of its slice, taken off its
+    // next key, so it comes back before queues that arrived while it was served. Flows 1 and 2 are BE at priority 0
+    // (no slice offset: keys are the arrival or expiry time). Flow 1's 180 ms slice runs from 1 ms; flow 2 queues
+    // a request at 10 ms (key 10 ms); an RT reader preempts flow 1 at 20 ms, which leaves it 161 ms (key 20 - 161
+    // ms). When the RT reader is done (its request completes at 21 ms, then 8 ms of idling), flow 1 goes first.
+    #[test]
+    fn a_preempted_queue_keeps_its_unused_slice_and_comes_back_first() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        c.completed(&a, MS);
+        c.insert(rq(20, 2, 900_000_000, true), 10 * MS);
+        c.insert(rq(30, 3, 1_500_000_000, true), 20 * MS);
+        let rt = dispatched(&mut c, 20 * MS).unwrap();
+        assert_eq!(rt.flow, FlowId(3));
+        c.completed(&rt, 21 * MS);
+        assert_eq!(c.dispatch(21 * MS), Decision::WaitUntil(29 * MS));
+        assert_eq!(dispatched(&mut c, 29 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `__cfq_slice_expired` marks a shared (cooperating) queue for splitting only when it has turned seeky. Two
+    // readers interleave 256-sector chunks of one file (as in `tests::cooperating_queues_merge_and_split`), so
+    // their queues merge; the shared queue's slots end every 100 ms or so, and as long as the readers stay
+    // sequential both keep using the one queue, checked at every millisecond for 300 ms.
+    #[test]
+    fn a_shared_queue_that_stays_sequential_is_not_split_when_its_slot_ends() {
+        let mut a = Reader::new(1, 0);
+        a.stride = 512;
+        let mut b = Reader::new(2, 256);
+        b.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+        sim.run(500 * MS);
+        for ms in 501..=800 {
+            sim.run(ms * MS);
+            let (qa, qb) = (sim.cfq.flows[&FlowId(1)].sync_q, sim.cfq.flows[&FlowId(2)].sync_q);
+            assert!(qa.is_some() && qa == qb, "split at {ms} ms: {qa:?} {qb:?}");
+        }
+    }
 }
