@@ -676,4 +676,36 @@ mod more_tests {
         c.flow_exited(FlowId(1), 2 * MS);
         assert_eq!(dispatched(&mut c, 2 * MS).unwrap().flow, FlowId(2));
     }
+
+    // `cfq_should_preempt`: a metadata request preempts a queue that has no metadata pending. Flow 1's queue in
+    // service holds an ordinary request that absorbed another by a back merge (still no metadata); flow 2's
+    // metadata request arrives and is the next one served.
+    #[test]
+    fn a_metadata_request_preempts_a_queue_whose_merged_requests_are_ordinary() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        c.insert(rq(2, 1, 2000, true), 0);
+        c.insert(rq(3, 1, 2008, true), 0);
+        let mut m = rq(4, 2, 5_000_000, true);
+        m.meta = true;
+        c.insert(m, 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 4);
+    }
+
+    // A front merge re-sorts the grown request (`cfq_reposition_rq_rb`): flow 1's request at 1000 absorbs one at
+    // 992 and goes out as one request of 16 sectors at 992; nothing of flow 1 is left, so CFQ idles for it after
+    // its completion (until 9 ms) and then serves flow 2.
+    #[test]
+    fn a_front_merged_request_leaves_nothing_behind() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        c.insert(rq(2, 1, 992, true), 0);
+        c.insert(rq(3, 2, 1_900_000_000, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        assert_eq!((r.flow, r.sector, r.sectors), (FlowId(1), 992, 16));
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
+    }
 }
