@@ -1080,4 +1080,19 @@ mod tests {
         let ratio = t_root as f64 / t_child as f64;
         assert!((4.5..=5.5).contains(&ratio), "root/child time ratio {ratio}");
     }
+
+    // `cfq_service_tree_add`: an IDLE-class queue goes 200 ms (`CFQ_IDLE_DELAY`) behind the last queue of its tree,
+    // and each gets one dispatch per turn while another is busy, so two backlogged IDLE-class readers take turns
+    // request by request: over 100 ms (1 ms a request) each gets about half, and neither two in a row.
+    #[test]
+    fn idle_class_queues_take_turns_behind_each_other() {
+        let readers = vec![Reader::new(1, 0), Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        for f in [1, 2] {
+            sim.start_flow(FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7));
+        }
+        sim.run(100 * MS);
+        assert!(sim.log.len() >= 90);
+        assert!(sim.log.windows(2).all(|w| w[0].flow != w[1].flow), "{:?}", sim.runs());
+    }
 }
