@@ -1095,4 +1095,47 @@ mod tests {
         assert!(sim.log.len() >= 90);
         assert!(sim.log.windows(2).all(|w| w[0].flow != w[1].flow), "{:?}", sim.runs());
     }
+
+    // The unused slice a preempted queue keeps is spent once, on the key it gets at that expiry (`rb_key -=
+    // slice_resid; slice_resid = 0`): later keys are plain arrival times again. As in
+    // `a_preempted_queue_keeps_its_unused_slice_and_comes_back_first`, flow 1 (priority 0) is preempted with 161 ms
+    // left and comes back first; it then empties, is idled for, and flow 2 is served. Flow 4 (priority 0) queues a
+    // request 10 ms after that, flow 1 a new one 2 ms later: flow 4, keyed earlier, goes first.
+    #[test]
+    fn the_saved_slice_is_spent_on_one_key_only() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2, 4] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        c.completed(&a, MS);
+        c.insert(rq(20, 2, 900_000_000, true), 10 * MS);
+        c.insert(rq(30, 3, 1_500_000_000, true), 20 * MS);
+        let rt = dispatched(&mut c, 20 * MS).unwrap();
+        c.completed(&rt, 21 * MS);
+        let mut t = 29 * MS;
+        let mut r = dispatched(&mut c, t).unwrap();
+        while r.flow == FlowId(1) {
+            t += MS;
+            c.completed(&r, t);
+            match c.dispatch(t) {
+                Decision::Dispatch(next) => r = next,
+                Decision::WaitUntil(w) => {
+                    t = w;
+                    r = dispatched(&mut c, t).unwrap();
+                }
+                Decision::Nothing => panic!("nothing at {t}"),
+            }
+        }
+        assert_eq!(r.flow, FlowId(2));
+        c.insert(rq(40, 4, 1_200_000_000, true), t + 10 * MS);
+        c.insert(rq(11, 1, 50_000, true), t + 12 * MS);
+        c.completed(&r, t + 20 * MS);
+        assert_eq!(c.dispatch(t + 20 * MS), Decision::WaitUntil(t + 28 * MS));
+        assert_eq!(dispatched(&mut c, t + 28 * MS).unwrap().flow, FlowId(4));
+    }
 }
