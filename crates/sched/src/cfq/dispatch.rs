@@ -1138,4 +1138,22 @@ mod tests {
         assert_eq!(c.dispatch(t + 20 * MS), Decision::WaitUntil(t + 28 * MS));
         assert_eq!(dispatched(&mut c, t + 28 * MS).unwrap().flow, FlowId(4));
     }
+
+    // Queues with equal keys on one service tree keep their order of arrival (the kernel's rbtree insert puts an
+    // equal key to the right). Two readers at priority 0 (no slice offset) queue at 0: both keyed 0; the first to
+    // arrive is served first, and the second gets the next turn (each turn is a 180 ms slice plus the first
+    // request: 181 ms).
+    #[test]
+    fn queues_with_equal_keys_are_served_in_order_of_arrival() {
+        let readers = vec![Reader::new(1, 0), Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        for f in [1, 2] {
+            sim.start_flow(FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0));
+        }
+        sim.run(500 * MS);
+        let runs = sim.runs();
+        let order: Vec<u32> = runs.iter().take(2).map(|r| r.0 .0).collect();
+        assert_eq!(order, vec![1, 2], "{runs:?}");
+        assert_eq!(sim.first_dispatch(2), Some(181 * MS));
+    }
 }
