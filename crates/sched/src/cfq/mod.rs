@@ -708,4 +708,45 @@ mod more_tests {
         assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
         assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
     }
+
+    /// A lone reader with 10 ms slices (slice_sync=10) reads with 0.3 ms of think time; its slice runs from its
+    /// first completion (1 ms) to 11 ms; its last request completes at 9.8 ms (1.2 ms before the end: no
+    /// wait-busy stretch, which comes with 1 ms or less left) and CFQ idles for it (until 17.8 ms). At 11.2 ms, after the slice end, it queues `sectors` sectors (served at once), at 11.3 ms one more
+    /// request, and at 11.5 ms flow 2 queues one. Returns whose request is served at 11.5 ms.
+    fn served_after_a_request_past_the_slice_end(sectors: u32) -> FlowId {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        let us = MS / 1000;
+        c.insert(rq(1, 1, 0, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        for ms in 1..=9u64 {
+            c.completed(&r, ms * MS);
+            c.insert(rq(10 + ms, 1, ms * 16, true), ms * MS + 300 * us);
+            r = dispatched(&mut c, ms * MS + 300 * us).unwrap();
+        }
+        c.completed(&r, 9 * MS + 800 * us);
+        let big = Request::new(
+            RequestId(30),
+            FlowId(1),
+            crate::types::Direction::Read,
+            true,
+            400,
+            sectors,
+        );
+        c.insert(big, 11 * MS + 200 * us);
+        assert_eq!(dispatched(&mut c, 11 * MS + 200 * us).unwrap().id.0, 30);
+        c.insert(rq(31, 1, 1000, true), 11 * MS + 300 * us);
+        c.insert(rq(32, 2, 1_900_000_000, true), 11 * MS + 500 * us);
+        dispatched(&mut c, 11 * MS + 500 * us).unwrap().flow
+    }
+
+    // `cfq_rq_enqueued`: a request for the queue CFQ idles for ends the wait (and, its slice being over, the slot)
+    // if it is larger than a page (4096 bytes) or other queues are busy; a page or less from the only busy queue
+    // only marks it must-dispatch, so it is served within the slot that has run out. Flow 2's request then
+    // preempts it (`cfq_should_preempt`: the slice in service is used up) after a 4096-byte request (8 sectors),
+    // but not after a 4608-byte one (9 sectors), which started a new slot for the lone reader.
+    #[test]
+    fn a_page_sized_request_keeps_the_used_slot_a_larger_one_starts_a_new_one() {
+        assert_eq!(served_after_a_request_past_the_slice_end(8), FlowId(2));
+        assert_eq!(served_after_a_request_past_the_slice_end(9), FlowId(1));
+    }
 }
