@@ -763,21 +763,24 @@ mod tests {
     // backlogged (wait-busy). Flow 1 (root group) and flow 2 (another group); group_idle=0, so group idling does not
     // hold the device instead. Flow 1's slice runs from 1 ms to 11 ms; at 12 ms, with one request in flight and
     // nothing queued, the answer is "nothing" (not flow 2); its completion at 13 ms extends the slice by slice_idle
-    // (8 ms) and CFQ idles for flow 1 until 21 ms.
+    // (8 ms) and CFQ idles for flow 1 until 21 ms. With slice_idle=0 instead (and group_idle 8 ms), group idling
+    // holds the device at 12 ms, and the slice is extended by group_idle: the same answers.
     #[test]
     fn the_last_queue_of_a_group_keeps_the_device_until_its_request_completes() {
-        let mut c = cfq(&DeviceInfo::hdd(), &["group_idle=0", "slice_sync=10"]);
-        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
-        c.insert(rq(1, 1, 0, true), 0);
-        c.insert(rq(2, 1, 1000, true), 0);
-        c.insert(rq(3, 2, 900_000_000, true), 0);
-        let a = dispatched(&mut c, 0).unwrap();
-        let b = dispatched(&mut c, 0).unwrap();
-        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
-        c.completed(&a, MS);
-        assert_eq!(c.dispatch(12 * MS), Decision::Nothing);
-        c.completed(&b, 13 * MS);
-        assert_eq!(c.dispatch(13 * MS), Decision::WaitUntil(21 * MS));
+        for idle in ["group_idle=0", "slice_idle=0"] {
+            let mut c = cfq(&DeviceInfo::hdd(), &[idle, "slice_sync=10"]);
+            c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+            c.insert(rq(1, 1, 0, true), 0);
+            c.insert(rq(2, 1, 1000, true), 0);
+            c.insert(rq(3, 2, 900_000_000, true), 0);
+            let a = dispatched(&mut c, 0).unwrap();
+            let b = dispatched(&mut c, 0).unwrap();
+            assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)), "{idle}");
+            c.completed(&a, MS);
+            assert_eq!(c.dispatch(12 * MS), Decision::Nothing, "{idle}");
+            c.completed(&b, 13 * MS);
+            assert_eq!(c.dispatch(13 * MS), Decision::WaitUntil(21 * MS), "{idle}");
+        }
     }
 
     /// Flow 1 queues eight 8-sector requests `stride` sectors apart at 0 (deep: four or more queued) and flow 2 one
