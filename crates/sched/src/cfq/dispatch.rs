@@ -1159,4 +1159,25 @@ mod tests {
         assert_eq!(order, vec![1, 2], "{runs:?}");
         assert_eq!(sim.first_dispatch(2), Some(181 * MS));
     }
+
+    // `cfq_completed_request`: idling is not armed for an async queue, and an IDLE-class queue is expired at each
+    // completion, even when it is the only queue of its group (where group idling would otherwise hold the
+    // device). Flow 1, alone in group 1 (busy first, so served first), completes its one request at 1 ms; flow 2's
+    // request, queued at 0 in the root group, is served at 1 ms.
+    #[test]
+    fn neither_an_async_nor_an_idle_class_queue_is_idled_for() {
+        for (sync, class) in [(false, IoClass::Be), (true, IoClass::Idle)] {
+            let mut c = cfq(&DeviceInfo::hdd(), &[]);
+            c.flow_started(&FlowInfo::new(FlowId(1)).with_group(GroupId(1)).with_class(class, 7), 0);
+            c.insert(rq(1, 1, 0, sync), 0);
+            c.insert(rq(2, 2, 900_000_000, true), 0);
+            let r = dispatched(&mut c, 0).unwrap();
+            assert_eq!(r.flow, FlowId(1), "{sync} {class:?}");
+            c.completed(&r, MS);
+            match c.dispatch(MS) {
+                Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+                d => panic!("sync {sync}, {class:?}: {d:?}"),
+            }
+        }
+    }
 }
