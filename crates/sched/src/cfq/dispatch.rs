@@ -1180,4 +1180,30 @@ mod tests {
             }
         }
     }
+
+    // `cfq_should_wait_busy`: the only queue of a group whose slice has less left than its process's mean think
+    // time stretches the slice by slice_idle and keeps the group, rather than let the group go for a wait that
+    // could not pay off. Flow 1 (root group, 20 ms slices) thinks exactly 4 ms between a completion and its next
+    // request (the mean is valid after three samples); flow 2 waits in group 1 from 4 ms. Its slice runs 5-25 ms; its fourth
+    // request completes at 22 ms, 3 ms before the end: the slice is stretched to 30 ms and CFQ idles for flow 1.
+    #[test]
+    fn a_groups_last_queue_with_less_slice_left_than_its_think_time_keeps_the_group() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        assert_eq!(t, 22 * MS);
+        assert_eq!(c.dispatch(t), Decision::WaitUntil(30 * MS));
+    }
 }
