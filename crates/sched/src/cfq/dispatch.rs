@@ -1206,4 +1206,18 @@ mod tests {
         assert_eq!(t, 22 * MS);
         assert_eq!(c.dispatch(t), Decision::WaitUntil(30 * MS));
     }
+
+    // `cfq_arm_slice_timer` (3.13): only a non-rotational queueing device skips idling when group_idle is 0; a disk
+    // still idles slice_idle (8 ms) for an emptied sequential reader with group_idle=0 (and the NCQ detector still
+    // undecided, which counts as queueing): flow 2, waiting, gets the disk 8 ms after flow 1's completion.
+    #[test]
+    fn a_disk_idles_for_an_emptied_reader_with_group_idle_off() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["group_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
+    }
 }
