@@ -1220,4 +1220,34 @@ mod tests {
         assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
         assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
     }
+
+    // `cfq_arm_slice_timer`: no idle timer while the queue still has requests on the device (their completions
+    // will come back): flow 1's two requests are on the device, its queue empty; at the first completion (1 ms)
+    // CFQ holds the device without a timer ("nothing"), and at the second (2 ms) it arms slice_idle: until 10 ms.
+    #[test]
+    fn no_idle_timer_while_the_queue_has_requests_in_flight() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 1, 100, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(3, 2, 900_000_000, true), 0);
+        c.completed(&a, MS);
+        assert_eq!(c.dispatch(MS), Decision::Nothing);
+        c.completed(&b, 2 * MS);
+        assert_eq!(c.dispatch(2 * MS), Decision::WaitUntil(10 * MS));
+    }
+
+    // `cfq_arm_slice_timer`: with slice_idle=0 and group_idle=0 nothing is idled for, not even the last queue of
+    // a group: flow 1 (root group) completes its only request at 1 ms and flow 2 (group 1) is served at 1 ms.
+    #[test]
+    fn with_both_idles_off_the_last_queue_of_a_group_is_not_idled_for() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "group_idle=0"]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
 }
