@@ -1250,4 +1250,27 @@ mod tests {
         c.completed(&r, MS);
         assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
     }
+
+    // `cfq_arm_slice_timer`: no idling when the process's mean think time is longer than what is left of the slice
+    // (the wait would overrun it). As in `a_groups_last_queue_with_less_slice_left_than_its_think_time_keeps_the_group`
+    // flow 1 thinks 4 ms and its fourth request completes 3 ms before its slice ends, but flow 2 waits in the same
+    // group (so no wait-busy stretch): CFQ does not idle and serves flow 2 at once.
+    #[test]
+    fn no_idling_when_the_think_time_exceeds_the_slice_left() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        assert_eq!(dispatched(&mut c, t).unwrap().flow, FlowId(2));
+    }
 }
