@@ -1273,4 +1273,17 @@ mod tests {
         }
         assert_eq!(dispatched(&mut c, t).unwrap().flow, FlowId(2));
     }
+
+    // `cfq_arm_slice_timer`: group idling is for the last queue of a group only. With slice_idle=0 (no queue
+    // idling) and group_idle at 8 ms, flow 1's queue empties at 1 ms while flow 2 waits in the same group: no
+    // timer, and flow 2 is served at 1 ms.
+    #[test]
+    fn group_idling_is_only_for_the_last_queue_of_a_group() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
 }
