@@ -694,3 +694,596 @@ impl Cfq {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Queue selection, dispatch limits, expiry and completion, each asserted by the decision it changes (which
+    //! request goes next, or whether CFQ holds the device), with the kernel's rule in the comment.
+
+    use super::super::tests::{cfq, dispatched, flat_1ms, rq, Reader, Sim};
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{FlowId, FlowInfo, GroupId, SEC};
+
+    const US: Time = MS / 1000;
+
+    /// The sync queue of flow `f`.
+    fn sync_q(c: &Cfq, f: u32) -> u32 {
+        c.flows[&FlowId(f)].sync_q.expect("a sync queue")
+    }
+
+    // The liveness guard (never needed in a correct run) serves the first queue that holds a request and gives it
+    // the slot: flow 1's queue is live but empty (its one request completed), so flow 2's request is the one sent,
+    // and flow 2's queue becomes the active one.
+    #[test]
+    fn the_liveness_guard_serves_the_first_queue_holding_a_request_and_makes_it_active() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 100, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.completed(&r, MS);
+        c.insert(rq(2, 2, 900_000_000, true), MS);
+        assert!(c.queues[sync_q(&c, 1) as usize].live);
+        match c.forced_dispatch(MS) {
+            Decision::Dispatch(r) => assert_eq!(r.id.0, 2),
+            d => panic!("the guard sent nothing: {d:?}"),
+        }
+        assert_eq!(c.active, Some(sync_q(&c, 2)));
+        assert_eq!(c.forced, 1);
+    }
+
+    // `cfq_select_queue`: a queue whose slice has run out is expired even if a request of its own arrives in time
+    // for the idle wait. Flow 1 reads with 0.3 ms of think time and 10 ms slices (slice_sync=10, priority 4; two
+    // queues fit the 300 ms target, so no scaling): its slice runs from its first completion at 1 ms to 11 ms. Its
+    // last request completes at 10.5 ms, CFQ idles for it (until 18.5 ms), and its next request comes at 11.2 ms:
+    // after the slice end, so flow 2, waiting since 0, is served, not flow 1.
+    #[test]
+    fn a_request_arriving_after_the_slice_ended_does_not_extend_it() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        assert_eq!(r.flow, FlowId(1));
+        let mut id = 10;
+        for ms in 1..=10 {
+            c.completed(&r, ms * MS);
+            c.insert(rq(id, 1, id * 16, true), ms * MS + 300 * US);
+            r = dispatched(&mut c, ms * MS + 300 * US).unwrap();
+            assert_eq!(r.flow, FlowId(1), "flow 1 keeps its slice at {ms} ms");
+            id += 1;
+        }
+        c.completed(&r, 10 * MS + 500 * US);
+        assert_eq!(c.dispatch(10 * MS + 500 * US), Decision::WaitUntil(18 * MS + 500 * US));
+        c.insert(rq(id, 1, id * 16, true), 11 * MS + 200 * US);
+        assert_eq!(dispatched(&mut c, 11 * MS + 200 * US).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_select_queue`: when the slice of a group's only queue ran out while its last request is still on the
+    // device, CFQ holds the device (no group switch) so that the completion can stretch the slice and keep the group
+    // backlogged (wait-busy). Flow 1 (root group) and flow 2 (another group); group_idle=0, so group idling does not
+    // hold the device instead. Flow 1's slice runs from 1 ms to 11 ms; at 12 ms, with one request in flight and
+    // nothing queued, the answer is "nothing" (not flow 2); its completion at 13 ms extends the slice by slice_idle
+    // (8 ms) and CFQ idles for flow 1 until 21 ms. With slice_idle=0 instead (and group_idle 8 ms), group idling
+    // holds the device at 12 ms, and the slice is extended by group_idle: the same answers.
+    #[test]
+    fn the_last_queue_of_a_group_keeps_the_device_until_its_request_completes() {
+        for idle in ["group_idle=0", "slice_idle=0"] {
+            let mut c = cfq(&DeviceInfo::hdd(), &[idle, "slice_sync=10"]);
+            c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+            c.insert(rq(1, 1, 0, true), 0);
+            c.insert(rq(2, 1, 1000, true), 0);
+            c.insert(rq(3, 2, 900_000_000, true), 0);
+            let a = dispatched(&mut c, 0).unwrap();
+            let b = dispatched(&mut c, 0).unwrap();
+            assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)), "{idle}");
+            c.completed(&a, MS);
+            assert_eq!(c.dispatch(12 * MS), Decision::Nothing, "{idle}");
+            c.completed(&b, 13 * MS);
+            assert_eq!(c.dispatch(13 * MS), Decision::WaitUntil(21 * MS), "{idle}");
+        }
+    }
+
+    /// Flow 1 queues eight 8-sector requests `stride` sectors apart at 0 (deep: four or more queued) and flow 2 one
+    /// request; flow 1's first four go to the device at 0 (quantum/2 while the slice is new), its first completion
+    /// at 1 ms starts a 100 ms slice, and its other four go at once. Returns the answer of the next dispatch call at
+    /// `ask` (its queue empty, seven requests in flight), after one more dispatch at `ask` when `hold_one` kept
+    /// one request queued until then.
+    fn after_a_deep_queue_empties(stride: u64, hold_one: bool, ask: Time) -> Decision {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for i in 0..8 {
+            c.insert(rq(i, 1, 1_000 + i * stride, true), 0);
+        }
+        c.insert(rq(100, 2, 1_900_000_000, true), 0);
+        let first: Vec<Request> = std::iter::from_fn(|| dispatched(&mut c, 0)).collect();
+        assert_eq!(first.len(), 4);
+        assert!(first.iter().all(|r| r.flow == FlowId(1)));
+        c.completed(&first[0], MS);
+        let more = if hold_one { 3 } else { 4 };
+        for _ in 0..more {
+            assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(1));
+        }
+        if hold_one {
+            assert_eq!(dispatched(&mut c, ask).unwrap().flow, FlowId(1));
+        }
+        let q = sync_q(&c, 1) as usize;
+        assert!(c.queues[q].is_empty() && c.queues[q].deep);
+        c.dispatch(ask)
+    }
+
+    // `cfq_select_queue`: a deep seeky queue keeps its idle window (deep queues are not denied it), but when it
+    // empties with requests still in flight while less than half of its slice has passed, the device is serving it
+    // faster than it refills: CFQ clears the idle window and moves on to flow 2 at once. At exactly half the slice
+    // (50 ms used, 50 ms left at 51 ms) it still holds the device for the seeky queue; and a sequential queue
+    // (requests 100 sectors apart) is held for early in the slice too.
+    #[test]
+    fn a_deep_seeky_queue_that_empties_early_in_its_slice_stops_being_idled_for() {
+        let seeky = 10_000_000;
+        match after_a_deep_queue_empties(seeky, false, MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+            d => panic!("still held for the seeky queue: {d:?}"),
+        }
+        assert_eq!(after_a_deep_queue_empties(seeky, true, 51 * MS), Decision::Nothing);
+        assert_eq!(after_a_deep_queue_empties(100, false, MS), Decision::Nothing);
+    }
+
+    // `cfq_select_queue`, group idling: with slice_idle=0 no queue is idled for, but the only queue of a group whose
+    // request is still on the device holds it for the group while `group_idle` is set (8 ms by default), rather
+    // than letting another group in; with group_idle=0 the other group's reader is served at once.
+    #[test]
+    fn group_idle_holds_the_device_for_a_group_with_a_request_in_flight() {
+        for (group_idle, held) in [("group_idle=8", true), ("group_idle=0", false)] {
+            let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", group_idle]);
+            c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+            c.insert(rq(1, 1, 0, true), 0);
+            c.insert(rq(2, 2, 900_000_000, true), 0);
+            assert_eq!(dispatched(&mut c, 0).unwrap().flow, FlowId(1));
+            match c.dispatch(0) {
+                Decision::Nothing => assert!(held, "{group_idle}: held"),
+                Decision::Dispatch(r) => assert!(!held && r.flow == FlowId(2), "{group_idle}: {r:?}"),
+                d => panic!("{group_idle}: {d:?}"),
+            }
+        }
+    }
+
+    // `choose_wl_class_and_type`: within a class, the workload type in service is kept while its tree has queues
+    // and its workload slice lasts, and only then is the type whose first queue has the lowest key taken. Readers A
+    // (flow 1) and B (flow 2) are sync, W (flow 3) an async writer; A is served first and W's key (0) is below B's
+    // (80 ms: the third queue of the group, one 80 ms priority gap after the second). The SYNC workload slice is
+    // set at 0 while A is alone: the whole 300 ms target. So B follows A (the SYNC type is kept, its slice lasts),
+    // then A again (still SYNC, 200 ms < 300 ms), and only after the 300 ms does W, the lowest key, get its turn.
+    #[test]
+    fn the_workload_type_is_kept_until_its_slice_ends() {
+        let mut w = Reader::new(3, 1_900_000_000);
+        w.sync = false;
+        let readers = vec![Reader::new(1, 0), w, Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        sim.run(SEC);
+        let runs = sim.runs();
+        let order: Vec<u32> = runs.iter().take(4).map(|r| r.0 .0).collect();
+        assert_eq!(order, vec![1, 2, 1, 3], "{runs:?}");
+        assert!(sim.first_dispatch(3).unwrap() >= 300 * MS);
+    }
+
+    // `cfq_choose_wl_type` scans ASYNC, SYNC_NOIDLE, SYNC and takes a type only if its first key is strictly lower,
+    // so on a tie the earlier type wins. Flow 1, a seeky reader at priority 0 (its queue lost the idle window: it
+    // goes on the SYNC_NOIDLE tree), and flow 2, a sequential reader at priority 0 (SYNC tree), both queue a
+    // request at 100 ms into an idle group: at priority 0 the slice offset is 0, so both keys are exactly 100 ms,
+    // and the seeky reader is served first.
+    #[test]
+    fn equal_keys_go_to_the_earlier_workload_type() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for i in 0..8 {
+            let t = i * MS;
+            c.insert(rq(i, 1, i * 10_000_000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS / 2);
+        }
+        let s = sync_q(&c, 1) as usize;
+        assert!(c.queues[s].seeky() && !c.queues[s].idle_window);
+        c.insert(rq(100, 1, 900_000_000, true), 100 * MS);
+        c.insert(rq(101, 2, 1_500_000_000, true), 100 * MS);
+        let q = sync_q(&c, 2) as usize;
+        assert_eq!(c.queues[s].pos.unwrap().key, c.queues[q].pos.unwrap().key);
+        assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `cfq_may_dispatch`: a queue that will be idled for waits until the async requests on the device have
+    // drained before it starts (so that its think time is not measured against writes). A writer's request is on
+    // the device when a reader's sync request preempts the writer: the reader is held ("nothing") until the write
+    // completes at 1 ms, then served.
+    #[test]
+    fn an_idling_sync_queue_waits_for_async_requests_on_the_device_to_drain() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 3, 1_900_000_000, false), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(3));
+        c.insert(rq(2, 1, 1000, true), 0);
+        assert_eq!(c.dispatch(0), Decision::Nothing);
+        assert_eq!(c.active, Some(sync_q(&c, 1)), "the sync request preempted the writer");
+        c.completed(&w, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(1));
+    }
+
+    // With the 2016 async-starvation fix (v4.9 `cfq_dispatch_request`/`cfq_may_dispatch`), an async queue still
+    // waits while sync I/O is on the device, unless its oldest request has passed fifo_expire_async (250 ms): the
+    // writer is held at 0 and served at 260 ms with the reader's request still on the device.
+    #[test]
+    fn with_the_starvation_fix_async_waits_for_sync_until_its_fifo_expires() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "async_starvation_fix=1"]);
+        c.insert(rq(1, 1, 100, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().flow, FlowId(1));
+        for i in 0..2 {
+            c.insert(rq(10 + i, 3, 50_000_000 + i * 1000, false), 0);
+        }
+        assert_eq!(c.dispatch(0), Decision::Nothing);
+        assert_eq!(c.dispatch(249 * MS), Decision::Nothing);
+        assert_eq!(dispatched(&mut c, 260 * MS).unwrap().flow, FlowId(3));
+    }
+
+    /// How many of 20 requests queued at 0 go to the device at 0 (no completion in between).
+    fn dispatched_at_once(c: &mut Cfq) -> usize {
+        std::iter::from_fn(|| dispatched(c, 0)).count()
+    }
+
+    // `cfq_may_dispatch`: the only busy queue has no depth limit, and an async one is then limited only by the
+    // low-latency ramp: depth = time since the last delayed sync completion / slice_sync, with none yet counting as
+    // 1 s ago (the kernel starts `last_delayed_sync` at `jiffies - HZ`): 1 s / 100 ms = 10 requests. Without
+    // low_latency all 20 go.
+    #[test]
+    fn a_lone_async_queue_is_limited_only_by_the_low_latency_ramp() {
+        for (tunables, expect) in [(&[][..], 10), (&["low_latency=0"][..], 20)] {
+            let mut c = cfq(&DeviceInfo::hdd(), tunables);
+            for i in 0..20 {
+                c.insert(rq(i, 3, 1000 + i * 100, false), 0);
+            }
+            assert_eq!(dispatched_at_once(&mut c), expect, "{tunables:?}");
+        }
+    }
+
+    // `cfq_may_dispatch`: the only busy sync queue is not limited even while an async queue is busy too (a sync
+    // queue preempts async ones anyway, so limiting it makes no sense): all 20 of its requests go at once, where
+    // two sync queues would stop it at quantum/2 = 4 while its slice is new.
+    #[test]
+    fn the_only_sync_queue_is_not_depth_limited_by_a_busy_async_queue() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for i in 0..20 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(100, 3, 1_900_000_000, false), 0);
+        assert_eq!(dispatched_at_once(&mut c), 20);
+    }
+
+    // The FIFO keeps the requests still queued after a slot ends, so the next slot starts with the oldest one if
+    // it has expired (`cfq_check_fifo`). Flow 1 queues A (sector 1000), B (50 000 000), C (2000) at 0 and is served
+    // A; an RT reader preempts it at 1 ms and holds the disk until 200 ms (one slow request, then 8 ms of idling).
+    // When flow 1 comes back at 208 ms, B has waited past fifo_expire_sync (125 ms) and goes first, ahead of C,
+    // the elevator's choice.
+    #[test]
+    fn the_next_slot_starts_with_the_oldest_expired_request() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Rt, 4), 0);
+        for (id, sector) in [(1, 1000), (2, 50_000_000), (3, 2000)] {
+            c.insert(rq(id, 1, sector, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.id.0, 1);
+        c.insert(rq(10, 2, 900_000_000, true), MS);
+        let rt = dispatched(&mut c, MS).unwrap();
+        assert_eq!(rt.flow, FlowId(2));
+        c.completed(&a, 2 * MS);
+        c.completed(&rt, 200 * MS);
+        assert_eq!(c.dispatch(200 * MS), Decision::WaitUntil(208 * MS));
+        let order: Vec<u64> = (0..2).map(|_| dispatched(&mut c, 208 * MS).unwrap().id.0).collect();
+        assert_eq!(order, vec![2, 3]);
+    }
+
+    // After a dispatch the elevator's next request is the better of the dispatched one's neighbours in sector
+    // order (`cfq_find_next_rq`), with a back seek costing twice its distance (`cfq_choose_req`). With the head at
+    // 10 008 after X (10 000-10 008), P at 9000 (1008 behind: cost 2016) beats S at 20 000 (9992 ahead).
+    #[test]
+    fn the_next_request_after_a_dispatch_is_the_nearer_neighbour_counting_back_seeks_double() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 9992, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        for (id, sector) in [(2, 10_000), (3, 9000), (4, 20_000)] {
+            c.insert(rq(id, 1, sector, true), 0);
+        }
+        let order: Vec<u64> = (0..3).map(|_| dispatched(&mut c, 0).unwrap().id.0).collect();
+        assert_eq!(order, vec![2, 3, 4]);
+    }
+
+    // `cfq_dispatch_requests`: an async queue's dispatch allowance (2 x slice_async_rq x (8 - prio) = 16 at
+    // priority 4) ends its slot only while another queue is busy; a lone writer keeps its slot, so its FIFO is not
+    // consulted again. The writer's first request F (sector 50 000 000) goes at 0, which checks the FIFO for the
+    // slot; E (sector 10) and twenty requests ahead of the head are queued at 0. At 300 ms, with E past
+    // fifo_expire_async (250 ms), the elevator still sends the twenty first and E, behind the head, last.
+    #[test]
+    fn a_lone_async_queue_keeps_its_slot_past_its_dispatch_allowance() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        c.insert(rq(1, 3, 50_000_000, false), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        c.insert(rq(2, 3, 10, false), 0);
+        for i in 0..20 {
+            c.insert(rq(10 + i, 3, 60_000_000 + i * 100, false), 0);
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| dispatched(&mut c, 300 * MS))
+            .map(|r| r.id.0)
+            .collect();
+        assert_eq!(order.len(), 21);
+        assert_eq!(order.last(), Some(&2), "{order:?}");
+    }
+
+    // `__cfq_slice_expired` with `timed_out`: a preempted queue keeps the unused part of its slice, taken off its
+    // next key, so it comes back before queues that arrived while it was served. Flows 1 and 2 are BE at priority 0
+    // (no slice offset: keys are the arrival or expiry time). Flow 1's 180 ms slice runs from 1 ms; flow 2 queues
+    // a request at 10 ms (key 10 ms); an RT reader preempts flow 1 at 20 ms, which leaves it 161 ms (key 20 - 161
+    // ms). When the RT reader is done (its request completes at 21 ms, then 8 ms of idling), flow 1 goes first.
+    #[test]
+    fn a_preempted_queue_keeps_its_unused_slice_and_comes_back_first() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        c.completed(&a, MS);
+        c.insert(rq(20, 2, 900_000_000, true), 10 * MS);
+        c.insert(rq(30, 3, 1_500_000_000, true), 20 * MS);
+        let rt = dispatched(&mut c, 20 * MS).unwrap();
+        assert_eq!(rt.flow, FlowId(3));
+        c.completed(&rt, 21 * MS);
+        assert_eq!(c.dispatch(21 * MS), Decision::WaitUntil(29 * MS));
+        assert_eq!(dispatched(&mut c, 29 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `__cfq_slice_expired` marks a shared (cooperating) queue for splitting only when it has turned seeky. Two
+    // readers interleave 256-sector chunks of one file (as in `tests::cooperating_queues_merge_and_split`), so
+    // their queues merge; the shared queue's slots end every 100 ms or so, and as long as the readers stay
+    // sequential both keep using the one queue, checked at every millisecond for 300 ms.
+    #[test]
+    fn a_shared_queue_that_stays_sequential_is_not_split_when_its_slot_ends() {
+        let mut a = Reader::new(1, 0);
+        a.stride = 512;
+        let mut b = Reader::new(2, 256);
+        b.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+        sim.run(500 * MS);
+        for ms in 501..=800 {
+            sim.run(ms * MS);
+            let (qa, qb) = (sim.cfq.flows[&FlowId(1)].sync_q, sim.cfq.flows[&FlowId(2)].sync_q);
+            assert!(qa.is_some() && qa == qb, "split at {ms} ms: {qa:?} {qb:?}");
+        }
+    }
+
+    // `cfq_group_served`: a group with only async queues is charged the whole slice it was allotted, not the time
+    // it used. The root group (weight 1000) has a backlogged sync reader, a child group (500) a backlogged async
+    // writer, 1 ms per request. The reader's slots last 100 ms and cost 100 ms; the writer's end after its 16
+    // dispatches (2 x slice_async_rq x (8 - 4)), about 16 ms, but cost its 40 ms async slice. With vdisktime
+    // advancing by cost / weight, per 1000 units of it the root gets 1000 / 100 = 10 slots of 100 ms and the writer
+    // 500 / 40 = 12.5 slots of 16 ms: 1000 against 200 ms, a time ratio of 5 (measured 5.13).
+    // Charged the 16 ms used instead, the writer would get 500 / 16 = 31 slots: a ratio of about 2.
+    #[test]
+    fn an_async_only_group_is_charged_its_whole_slice() {
+        let mut w = Reader::new(2, 500_000_000);
+        w.sync = false;
+        w.depth = 32;
+        w.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![Reader::new(1, 0), w]);
+        sim.start_flow(FlowInfo::new(FlowId(2)).with_group(GroupId(1)));
+        let end = 10 * SEC;
+        sim.run(end);
+        let (t_root, _) = sim.usage(1, end);
+        let (t_child, _) = sim.usage(2, end);
+        let ratio = t_root as f64 / t_child as f64;
+        assert!((4.5..=5.5).contains(&ratio), "root/child time ratio {ratio}");
+    }
+
+    // `cfq_service_tree_add`: an IDLE-class queue goes 200 ms (`CFQ_IDLE_DELAY`) behind the last queue of its tree,
+    // and each gets one dispatch per turn while another is busy, so two backlogged IDLE-class readers take turns
+    // request by request: over 100 ms (1 ms a request) each gets about half, and neither two in a row.
+    #[test]
+    fn idle_class_queues_take_turns_behind_each_other() {
+        let readers = vec![Reader::new(1, 0), Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        for f in [1, 2] {
+            sim.start_flow(FlowInfo::new(FlowId(f)).with_class(IoClass::Idle, 7));
+        }
+        sim.run(100 * MS);
+        assert!(sim.log.len() >= 90);
+        assert!(sim.log.windows(2).all(|w| w[0].flow != w[1].flow), "{:?}", sim.runs());
+    }
+
+    // The unused slice a preempted queue keeps is spent once, on the key it gets at that expiry (`rb_key -=
+    // slice_resid; slice_resid = 0`): later keys are plain arrival times again. As in
+    // `a_preempted_queue_keeps_its_unused_slice_and_comes_back_first`, flow 1 (priority 0) is preempted with 161 ms
+    // left and comes back first; it then empties, is idled for, and flow 2 is served. Flow 4 (priority 0) queues a
+    // request 10 ms after that, flow 1 a new one 2 ms later: flow 4, keyed earlier, goes first.
+    #[test]
+    fn the_saved_slice_is_spent_on_one_key_only() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2, 4] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        c.completed(&a, MS);
+        c.insert(rq(20, 2, 900_000_000, true), 10 * MS);
+        c.insert(rq(30, 3, 1_500_000_000, true), 20 * MS);
+        let rt = dispatched(&mut c, 20 * MS).unwrap();
+        c.completed(&rt, 21 * MS);
+        let mut t = 29 * MS;
+        let mut r = dispatched(&mut c, t).unwrap();
+        while r.flow == FlowId(1) {
+            t += MS;
+            c.completed(&r, t);
+            match c.dispatch(t) {
+                Decision::Dispatch(next) => r = next,
+                Decision::WaitUntil(w) => {
+                    t = w;
+                    r = dispatched(&mut c, t).unwrap();
+                }
+                Decision::Nothing => panic!("nothing at {t}"),
+            }
+        }
+        assert_eq!(r.flow, FlowId(2));
+        c.insert(rq(40, 4, 1_200_000_000, true), t + 10 * MS);
+        c.insert(rq(11, 1, 50_000, true), t + 12 * MS);
+        c.completed(&r, t + 20 * MS);
+        assert_eq!(c.dispatch(t + 20 * MS), Decision::WaitUntil(t + 28 * MS));
+        assert_eq!(dispatched(&mut c, t + 28 * MS).unwrap().flow, FlowId(4));
+    }
+
+    // Queues with equal keys on one service tree keep their order of arrival (the kernel's rbtree insert puts an
+    // equal key to the right). Two readers at priority 0 (no slice offset) queue at 0: both keyed 0; the first to
+    // arrive is served first, and the second gets the next turn (each turn is a 180 ms slice plus the first
+    // request: 181 ms).
+    #[test]
+    fn queues_with_equal_keys_are_served_in_order_of_arrival() {
+        let readers = vec![Reader::new(1, 0), Reader::new(2, 500_000_000)];
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, readers);
+        for f in [1, 2] {
+            sim.start_flow(FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0));
+        }
+        sim.run(500 * MS);
+        let runs = sim.runs();
+        let order: Vec<u32> = runs.iter().take(2).map(|r| r.0 .0).collect();
+        assert_eq!(order, vec![1, 2], "{runs:?}");
+        assert_eq!(sim.first_dispatch(2), Some(181 * MS));
+    }
+
+    // `cfq_completed_request`: idling is not armed for an async queue, and an IDLE-class queue is expired at each
+    // completion, even when it is the only queue of its group (where group idling would otherwise hold the
+    // device). Flow 1, alone in group 1 (busy first, so served first), completes its one request at 1 ms; flow 2's
+    // request, queued at 0 in the root group, is served at 1 ms.
+    #[test]
+    fn neither_an_async_nor_an_idle_class_queue_is_idled_for() {
+        for (sync, class) in [(false, IoClass::Be), (true, IoClass::Idle)] {
+            let mut c = cfq(&DeviceInfo::hdd(), &[]);
+            c.flow_started(&FlowInfo::new(FlowId(1)).with_group(GroupId(1)).with_class(class, 7), 0);
+            c.insert(rq(1, 1, 0, sync), 0);
+            c.insert(rq(2, 2, 900_000_000, true), 0);
+            let r = dispatched(&mut c, 0).unwrap();
+            assert_eq!(r.flow, FlowId(1), "{sync} {class:?}");
+            c.completed(&r, MS);
+            match c.dispatch(MS) {
+                Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2)),
+                d => panic!("sync {sync}, {class:?}: {d:?}"),
+            }
+        }
+    }
+
+    // `cfq_should_wait_busy`: the only queue of a group whose slice has less left than its process's mean think
+    // time stretches the slice by slice_idle and keeps the group, rather than let the group go for a wait that
+    // could not pay off. Flow 1 (root group, 20 ms slices) thinks exactly 4 ms between a completion and its next
+    // request (the mean is valid after three samples); flow 2 waits in group 1 from 4 ms. Its slice runs 5-25 ms; its fourth
+    // request completes at 22 ms, 3 ms before the end: the slice is stretched to 30 ms and CFQ idles for flow 1.
+    #[test]
+    fn a_groups_last_queue_with_less_slice_left_than_its_think_time_keeps_the_group() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        assert_eq!(t, 22 * MS);
+        assert_eq!(c.dispatch(t), Decision::WaitUntil(30 * MS));
+    }
+
+    // `cfq_arm_slice_timer` (3.13): only a non-rotational queueing device skips idling when group_idle is 0; a disk
+    // still idles slice_idle (8 ms) for an emptied sequential reader with group_idle=0 (and the NCQ detector still
+    // undecided, which counts as queueing): flow 2, waiting, gets the disk 8 ms after flow 1's completion.
+    #[test]
+    fn a_disk_idles_for_an_emptied_reader_with_group_idle_off() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["group_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_arm_slice_timer`: no idle timer while the queue still has requests on the device (their completions
+    // will come back): flow 1's two requests are on the device, its queue empty; at the first completion (1 ms)
+    // CFQ holds the device without a timer ("nothing"), and at the second (2 ms) it arms slice_idle: until 10 ms.
+    #[test]
+    fn no_idle_timer_while_the_queue_has_requests_in_flight() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 1, 100, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(3, 2, 900_000_000, true), 0);
+        c.completed(&a, MS);
+        assert_eq!(c.dispatch(MS), Decision::Nothing);
+        c.completed(&b, 2 * MS);
+        assert_eq!(c.dispatch(2 * MS), Decision::WaitUntil(10 * MS));
+    }
+
+    // `cfq_arm_slice_timer`: with slice_idle=0 and group_idle=0 nothing is idled for, not even the last queue of
+    // a group: flow 1 (root group) completes its only request at 1 ms and flow 2 (group 1) is served at 1 ms.
+    #[test]
+    fn with_both_idles_off_the_last_queue_of_a_group_is_not_idled_for() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "group_idle=0"]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_arm_slice_timer`: no idling when the process's mean think time is longer than what is left of the slice
+    // (the wait would overrun it). As in `a_groups_last_queue_with_less_slice_left_than_its_think_time_keeps_the_group`
+    // flow 1 thinks 4 ms and its fourth request completes 3 ms before its slice ends, but flow 2 waits in the same
+    // group (so no wait-busy stretch): CFQ does not idle and serves flow 2 at once.
+    #[test]
+    fn no_idling_when_the_think_time_exceeds_the_slice_left() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        assert_eq!(dispatched(&mut c, t).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_arm_slice_timer`: group idling is for the last queue of a group only. With slice_idle=0 (no queue
+    // idling) and group_idle at 8 ms, flow 1's queue empties at 1 ms while flow 2 waits in the same group: no
+    // timer, and flow 2 is served at 1 ms.
+    #[test]
+    fn group_idling_is_only_for_the_last_queue_of_a_group() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
+}

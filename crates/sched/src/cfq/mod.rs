@@ -638,3 +638,115 @@ impl Scheduler for Cfq {
         self.check()
     }
 }
+
+#[cfg(test)]
+mod more_tests {
+    //! Tests of this file's rules by their effect (session 10, issue 21); the scenario tests are in `tests.rs`.
+
+    use super::tests::{cfq, dispatched, rq};
+    use super::*;
+    use crate::types::MS;
+
+    // A sync queue nobody uses any more is freed and its slot reused (`cfq_put_queue`): 100 processes that each
+    // read once and exit, one after another, leave one queue slot, not 100.
+    #[test]
+    fn the_queues_of_exited_processes_are_reused() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in 0..100u32 {
+            let t = Time::from(f) * 20 * MS;
+            c.flow_started(&FlowInfo::new(FlowId(f)), t);
+            c.insert(rq(u64::from(f), f, u64::from(f) * 1000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS);
+            c.flow_exited(FlowId(f), t + 2 * MS);
+        }
+        assert_eq!(c.queues.len(), 1);
+    }
+
+    // A process that exits is not idled for (`cfq_exit_cfqq` expires its active queue): flow 1's queue emptied at
+    // 1 ms and CFQ idles for it until 9 ms; flow 1 exits at 2 ms, and flow 2, waiting since 0, is served at 2 ms.
+    #[test]
+    fn an_exiting_process_is_not_idled_for() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 1_900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        c.flow_exited(FlowId(1), 2 * MS);
+        assert_eq!(dispatched(&mut c, 2 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_should_preempt`: a metadata request preempts a queue that has no metadata pending. Flow 1's queue in
+    // service holds an ordinary request that absorbed another by a back merge (still no metadata); flow 2's
+    // metadata request arrives and is the next one served.
+    #[test]
+    fn a_metadata_request_preempts_a_queue_whose_merged_requests_are_ordinary() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 1);
+        c.insert(rq(2, 1, 2000, true), 0);
+        c.insert(rq(3, 1, 2008, true), 0);
+        let mut m = rq(4, 2, 5_000_000, true);
+        m.meta = true;
+        c.insert(m, 0);
+        assert_eq!(dispatched(&mut c, 0).unwrap().id.0, 4);
+    }
+
+    // A front merge re-sorts the grown request (`cfq_reposition_rq_rb`): flow 1's request at 1000 absorbs one at
+    // 992 and goes out as one request of 16 sectors at 992; nothing of flow 1 is left, so CFQ idles for it after
+    // its completion (until 9 ms) and then serves flow 2.
+    #[test]
+    fn a_front_merged_request_leaves_nothing_behind() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        c.insert(rq(2, 1, 992, true), 0);
+        c.insert(rq(3, 2, 1_900_000_000, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        assert_eq!((r.flow, r.sector, r.sectors), (FlowId(1), 992, 16));
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
+    }
+
+    /// A lone reader with 10 ms slices (slice_sync=10) reads with 0.3 ms of think time; its slice runs from its
+    /// first completion (1 ms) to 11 ms; its last request completes at 9.8 ms (1.2 ms before the end: no
+    /// wait-busy stretch, which comes with 1 ms or less left) and CFQ idles for it (until 17.8 ms). At 11.2 ms, after the slice end, it queues `sectors` sectors (served at once), at 11.3 ms one more
+    /// request, and at 11.5 ms flow 2 queues one. Returns whose request is served at 11.5 ms.
+    fn served_after_a_request_past_the_slice_end(sectors: u32) -> FlowId {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        let us = MS / 1000;
+        c.insert(rq(1, 1, 0, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        for ms in 1..=9u64 {
+            c.completed(&r, ms * MS);
+            c.insert(rq(10 + ms, 1, ms * 16, true), ms * MS + 300 * us);
+            r = dispatched(&mut c, ms * MS + 300 * us).unwrap();
+        }
+        c.completed(&r, 9 * MS + 800 * us);
+        let big = Request::new(
+            RequestId(30),
+            FlowId(1),
+            crate::types::Direction::Read,
+            true,
+            400,
+            sectors,
+        );
+        c.insert(big, 11 * MS + 200 * us);
+        assert_eq!(dispatched(&mut c, 11 * MS + 200 * us).unwrap().id.0, 30);
+        c.insert(rq(31, 1, 1000, true), 11 * MS + 300 * us);
+        c.insert(rq(32, 2, 1_900_000_000, true), 11 * MS + 500 * us);
+        dispatched(&mut c, 11 * MS + 500 * us).unwrap().flow
+    }
+
+    // `cfq_rq_enqueued`: a request for the queue CFQ idles for ends the wait (and, its slice being over, the slot)
+    // if it is larger than a page (4096 bytes) or other queues are busy; a page or less from the only busy queue
+    // only marks it must-dispatch, so it is served within the slot that has run out. Flow 2's request then
+    // preempts it (`cfq_should_preempt`: the slice in service is used up) after a 4096-byte request (8 sectors),
+    // but not after a 4608-byte one (9 sectors), which started a new slot for the lone reader.
+    #[test]
+    fn a_page_sized_request_keeps_the_used_slot_a_larger_one_starts_a_new_one() {
+        assert_eq!(served_after_a_request_past_the_slice_end(8), FlowId(2));
+        assert_eq!(served_after_a_request_past_the_slice_end(9), FlowId(1));
+    }
+}

@@ -5,10 +5,10 @@ use super::*;
 use crate::types::{Direction, GroupId, MS, SEC};
 
 /// Service time of a request (ns).
-type ServiceFn = fn(&Request) -> Time;
+pub(super) type ServiceFn = fn(&Request) -> Time;
 
 /// 1 ms per request anywhere.
-fn flat_1ms(_: &Request) -> Time {
+pub(super) fn flat_1ms(_: &Request) -> Time {
     MS
 }
 
@@ -27,25 +27,25 @@ fn zoned(rq: &Request) -> Time {
 
 /// A process reading (or writing) sequentially, keeping up to `depth` requests outstanding.
 #[derive(Clone)]
-struct Reader {
-    flow: FlowId,
-    next: u64,
-    sectors: u32,
+pub(super) struct Reader {
+    pub(super) flow: FlowId,
+    pub(super) next: u64,
+    pub(super) sectors: u32,
     /// Distance between the starts of consecutive requests (sectors).
-    stride: u64,
-    depth: u32,
-    sync: bool,
-    start: Time,
+    pub(super) stride: u64,
+    pub(super) depth: u32,
+    pub(super) sync: bool,
+    pub(super) start: Time,
     /// Stops issuing after this time.
-    stop: Time,
+    pub(super) stop: Time,
     /// Stops after this many requests.
-    max_requests: u64,
-    outstanding: u32,
-    issued: u64,
+    pub(super) max_requests: u64,
+    pub(super) outstanding: u32,
+    pub(super) issued: u64,
 }
 
 impl Reader {
-    fn new(flow: u32, sector: u64) -> Self {
+    pub(super) fn new(flow: u32, sector: u64) -> Self {
         Reader {
             flow: FlowId(flow),
             next: sector,
@@ -64,31 +64,37 @@ impl Reader {
 
 /// One dispatch seen by the device.
 #[derive(Debug, Clone)]
-struct Served {
-    flow: FlowId,
-    dispatched: Time,
-    completed: Time,
+pub(super) struct Served {
+    pub(super) flow: FlowId,
+    pub(super) dispatched: Time,
+    pub(super) completed: Time,
     /// Device time spent on it (ns).
-    service: Time,
-    sectors: u64,
+    pub(super) service: Time,
+    pub(super) sectors: u64,
 }
 
-struct Sim {
-    cfq: Cfq,
-    now: Time,
-    tags: usize,
-    service: ServiceFn,
-    readers: Vec<Reader>,
+pub(super) struct Sim {
+    pub(super) cfq: Cfq,
+    pub(super) now: Time,
+    pub(super) tags: usize,
+    pub(super) service: ServiceFn,
+    pub(super) readers: Vec<Reader>,
     /// Requests on the device: (completion time, request), served one at a time in dispatch order.
-    device: Vec<(Time, Request)>,
-    wakeup: Option<Time>,
-    log: Vec<Served>,
-    waits: u64,
-    next_id: u64,
+    pub(super) device: Vec<(Time, Request)>,
+    pub(super) wakeup: Option<Time>,
+    pub(super) log: Vec<Served>,
+    pub(super) waits: u64,
+    pub(super) next_id: u64,
 }
 
 impl Sim {
-    fn new(dev: &DeviceInfo, tunables: &[&str], tags: usize, service: ServiceFn, readers: Vec<Reader>) -> Self {
+    pub(super) fn new(
+        dev: &DeviceInfo,
+        tunables: &[&str],
+        tags: usize,
+        service: ServiceFn,
+        readers: Vec<Reader>,
+    ) -> Self {
         let values = TunableValues::parse("cfq", &TUNABLES, dev, tunables).unwrap();
         Sim {
             cfq: Cfq::new(dev, Params::from_values(&values)),
@@ -104,7 +110,7 @@ impl Sim {
         }
     }
 
-    fn start_flow(&mut self, info: FlowInfo) {
+    pub(super) fn start_flow(&mut self, info: FlowInfo) {
         self.cfq.flow_started(&info, self.now);
     }
 
@@ -156,7 +162,7 @@ impl Sim {
         }
     }
 
-    fn run(&mut self, end: Time) {
+    pub(super) fn run(&mut self, end: Time) {
         self.issue_due();
         self.pump();
         loop {
@@ -189,7 +195,7 @@ impl Sim {
         assert_eq!(self.cfq.forced, 0, "the liveness guard had to step in");
     }
 
-    fn first_dispatch(&self, flow: u32) -> Option<Time> {
+    pub(super) fn first_dispatch(&self, flow: u32) -> Option<Time> {
         self.log.iter().find(|s| s.flow == FlowId(flow)).map(|s| s.dispatched)
     }
 
@@ -202,7 +208,7 @@ impl Sim {
     }
 
     /// Device time and sectors of `flow` among requests completed by `end`.
-    fn usage(&self, flow: u32, end: Time) -> (Time, u64) {
+    pub(super) fn usage(&self, flow: u32, end: Time) -> (Time, u64) {
         self.log
             .iter()
             .filter(|s| s.flow == FlowId(flow) && s.completed <= end)
@@ -210,7 +216,7 @@ impl Sim {
     }
 
     /// Runs of consecutive dispatches of one flow: (flow, first dispatch, first dispatch of the next run).
-    fn runs(&self) -> Vec<(FlowId, Time, Time)> {
+    pub(super) fn runs(&self) -> Vec<(FlowId, Time, Time)> {
         let mut out: Vec<(FlowId, Time, Time)> = Vec::new();
         for s in &self.log {
             match out.last_mut() {
@@ -227,7 +233,7 @@ impl Sim {
     }
 }
 
-fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
+pub(super) fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
     let dir = if sync { Direction::Read } else { Direction::Write };
     Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
 }
@@ -239,7 +245,7 @@ pub(super) fn dispatched(c: &mut Cfq, now: Time) -> Option<Request> {
     }
 }
 
-fn cfq(dev: &DeviceInfo, tunables: &[&str]) -> Cfq {
+pub(super) fn cfq(dev: &DeviceInfo, tunables: &[&str]) -> Cfq {
     let values = TunableValues::parse("cfq", &TUNABLES, dev, tunables).unwrap();
     Cfq::new(dev, Params::from_values(&values))
 }
