@@ -487,4 +487,119 @@ mod tests {
         b.wr_busy_queues = 1;
         assert!(b.better_to_idle(q), "raised, a non-raised queue busy");
     }
+
+    // The budget timeout of a slot (`bfq_set_budget_timeout`) is `timeout_sync` (125 ms) after its start in the
+    // newest kernel, for sync and async queues alike (it dropped `timeout_async`); v7r2 gives an async queue its
+    // own `timeout_async` (40 ms). Interactive raising multiplies the timeout by the raising coefficient (a raised
+    // queue gets coeff times the service per slot, so it needs coeff times the time); soft real-time raising
+    // does not. The timeout has passed at its instant, not 1 ns before.
+    #[test]
+    fn a_slot_times_out_after_timeout_sync_and_v7r2_cuts_async_slots_to_timeout_async() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        let a = b.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        assert_eq!(b.slot_timeout(q, 10 * MS), 135 * MS);
+        assert_eq!(
+            b.slot_timeout(a, 10 * MS),
+            135 * MS,
+            "newest: async slots have timeout_sync too"
+        );
+        b.set_in_service(q, 10 * MS);
+        assert!(!b.budget_timed_out(q, 135 * MS - 1));
+        assert!(b.budget_timed_out(q, 135 * MS), "newest: armed when the slot starts");
+        b.qm(q).wr.coeff = 30;
+        b.qm(q).wr.kind = super::super::weight_raising::WrKind::Interactive;
+        assert_eq!(b.slot_timeout(q, 0), 30 * 125 * MS, "interactive raising: 30 x 125 ms");
+        b.qm(q).wr.kind = super::super::weight_raising::WrKind::SoftRt;
+        assert_eq!(b.slot_timeout(q, 0), 125 * MS, "soft real-time raising: not multiplied");
+
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        let a = b.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        assert_eq!(b.slot_timeout(q, 10 * MS), 135 * MS, "v7r2 sync: timeout_sync");
+        assert_eq!(b.slot_timeout(a, 10 * MS), 50 * MS, "v7r2 async: timeout_async, 40 ms");
+    }
+
+    // v7r2 arms the budget timeout at the slot's first completion, not when the slot starts (a slot that has
+    // not completed anything yet never times out), and measures the slot's rate from there; later completions
+    // do not move it. The newest kernel arms it when the slot starts and ignores the completions.
+    #[test]
+    fn v7r2_arms_the_budget_timeout_at_the_slots_first_completion() {
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        assert!(!b.budget_timed_out(q, 10 * SEC), "nothing completed: not armed");
+        b.v7_arm_budget_timeout(q, 50 * MS);
+        assert_eq!((b.q(q).budget_timeout, b.q(q).slot_start), (175 * MS, 50 * MS));
+        b.v7_arm_budget_timeout(q, 100 * MS);
+        assert_eq!(b.q(q).budget_timeout, 175 * MS, "a later completion does not re-arm it");
+        assert!(!b.budget_timed_out(q, 175 * MS - 1));
+        assert!(b.budget_timed_out(q, 175 * MS));
+
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        b.v7_arm_budget_timeout(q, 50 * MS);
+        assert_eq!(
+            (b.q(q).budget_timeout, b.q(q).slot_start),
+            (125 * MS, 0),
+            "newest: unchanged"
+        );
+        assert!(b.budget_timed_out(q, 125 * MS));
+    }
+
+    // `bfq_may_expire_for_budg_timeout`: a timed-out slot may end unless its queue is being idled for with
+    // less than a third of its budget left (then the budget is nearly used, and the queue is worth waiting for
+    // to finish it). Budget 300 sectors: 100 left (a third) may expire, 99 left may not; a queue not idled for
+    // may expire whatever it has left; nothing may expire before the timeout.
+    #[test]
+    fn a_timed_out_queue_being_idled_for_expires_only_with_a_third_of_its_budget_left() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        let e = b.q(q).entity;
+        b.wf.set_budget(e, 300);
+        b.wf.served(e, 200);
+        let t = 125 * MS;
+        assert!(b.may_expire_for_budget_timeout(q, t), "not idling");
+        assert!(!b.may_expire_for_budget_timeout(q, t - 1), "before the timeout");
+        b.qm(q).wait_request = true;
+        assert!(b.may_expire_for_budget_timeout(q, t), "idling, 100 of 300 left");
+        assert!(!b.may_expire_for_budget_timeout(q, t - 1), "idling, before the timeout");
+        b.wf.served(e, 1);
+        assert!(!b.may_expire_for_budget_timeout(q, t), "idling, 99 of 300 left");
+        b.qm(q).wait_request = false;
+        assert!(b.may_expire_for_budget_timeout(q, t), "not idling, 99 left");
+    }
+
+    // v7r2's `bfq_arm_slice_timer`: a raised queue is idled for 3 x slice_idle (24 ms); a non-raised queue
+    // that is seeky and has received more than max_budget / 8 in its slot for at most 2 ms; any other queue
+    // (sequential, or seeky with a short slot) for slice_idle, 8 ms. Each arming counts one idle.
+    #[test]
+    fn v7r2_idles_3_slice_idles_for_a_raised_queue_and_2_ms_for_a_seeky_long_slot() {
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        let e = b.q(q).entity;
+        let eighth = b.budgets.max_budget() / 8;
+        let idle_for = |b: &mut Bfq| {
+            b.arm_timer(q, 10 * MS);
+            assert!(b.q(q).wait_request);
+            b.timer.map(|t| t - 10 * MS)
+        };
+        b.wf.served(e, eighth + 1);
+        assert_eq!(idle_for(&mut b), Some(8 * MS), "sequential, long slot");
+        b.qm(q).seek_mean = SeekMean {
+            samples: 1000,
+            total: 1000 * (V7_SEEK_THR + 1),
+            mean: V7_SEEK_THR + 1,
+        };
+        assert_eq!(idle_for(&mut b), Some(2 * MS), "seeky, long slot");
+        b.qm(q).wr.coeff = 20;
+        assert_eq!(idle_for(&mut b), Some(24 * MS), "seeky, long slot, raised");
+        b.qm(q).wr.coeff = 1;
+        b.wf.clear_service(e);
+        b.wf.served(e, eighth);
+        assert_eq!(idle_for(&mut b), Some(8 * MS), "seeky, max_budget / 8 served");
+        assert_eq!(b.stats.idles, 4);
+    }
 }
