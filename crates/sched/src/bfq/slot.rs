@@ -602,4 +602,57 @@ mod tests {
         assert_eq!(idle_for(&mut b), Some(8 * MS), "seeky, max_budget / 8 served");
         assert_eq!(b.stats.idles, 4);
     }
+
+    /// The newest BFQ on an HDD that does not queue commands, without raising: flow 1 read once (completed at 1 ms) and is idled for, flow 2's
+    /// far read queued at 1 ms, and at 2 ms flow 1's next small sequential read arrived, which leaves the idle
+    /// timer running (a small request is not worth ending the idling for, `bfq_rq_enqueued`).
+    fn idled_for_with_a_small_request_arrived() -> (Bfq, QueueId) {
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, Request, RequestId};
+        let read = |id: u64, flow: u32, sector: u64| {
+            Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+        };
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(false);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 1's read")
+        };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        let Decision::WaitUntil(t) = b.dispatch(MS) else {
+            panic!("idling for flow 1")
+        };
+        b.insert(read(3, 1, 8), 2 * MS);
+        let q = b.in_service.expect("flow 1 in service");
+        assert!(
+            b.q(q).wait_request && b.timer == Some(t),
+            "the small request keeps the idling"
+        );
+        (b, q)
+    }
+
+    // The newest `bfq_select_queue` ends a timed-out slot unless the queue must be idled for (`may_expire &&
+    // !must_idle`): a queue with a request queued need not be waited for, so once its budget timeout has passed
+    // it is expired even though its idle timer still runs (only v7r2 also required the timer not to be pending),
+    // and the other queue is served. Before the timeout, the queued request is served at once.
+    #[test]
+    fn the_newest_bfq_ends_a_timed_out_slot_whose_queue_has_a_request_while_its_timer_runs() {
+        use crate::scheduler::Scheduler;
+        use crate::types::Decision;
+        let (mut b, _) = idled_for_with_a_small_request_arrived();
+        match b.dispatch(3 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(1), "not timed out: flow 1's request"),
+            d => panic!("{d:?}"),
+        }
+        let (mut b, q) = idled_for_with_a_small_request_arrived();
+        b.qm(q).budget_timeout = 2 * MS;
+        match b.dispatch(3 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2), "timed out: flow 1 expired"),
+            d => panic!("{d:?}"),
+        }
+    }
 }
