@@ -655,4 +655,60 @@ mod tests {
             d => panic!("{d:?}"),
         }
     }
+
+    /// The newest BFQ on an HDD without raising: flow 1's reads at sectors 0 and 64 (not contiguous, so not merged)
+    /// and flow 2's far read queued,
+    /// flow 1's first read dispatched (its slot has received 8 sectors); its entity, for the test to set the
+    /// slot's budget and service.
+    fn flow_1_served_once() -> (Bfq, super::super::ids::EntityId) {
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, Request, RequestId};
+        let read = |id: u64, flow: u32, sector: u64| {
+            Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+        };
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        b.insert(read(2, 1, 64), 0);
+        b.insert(read(3, 2, 1 << 30), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 1's first read")
+        };
+        assert_eq!(r.id, RequestId(1));
+        let q = b.in_service.expect("flow 1 in service");
+        assert_eq!(b.entity_service(q), 8);
+        let e = b.q(q).entity;
+        (b, e)
+    }
+
+    // `bfq_select_queue`: the queue in service keeps the device while its next request's charge (8 sectors)
+    // fits in the budget it has left, exactly fitting included; one sector short, the slot ends (budget
+    // exhausted) and the other queue is served. A fresh slot (nothing served yet) whose budget is below the
+    // charge grows its budget instead of ending with nothing served, which could repeat forever.
+    #[test]
+    fn a_slot_ends_when_its_next_request_does_not_fit_its_budget_unless_it_has_served_nothing() {
+        use crate::scheduler::Scheduler;
+        use crate::types::Decision;
+        let flow_of_next = |b: &mut Bfq| match b.dispatch(0) {
+            Decision::Dispatch(r) => r.flow,
+            d => panic!("{d:?}"),
+        };
+        let (mut b, e) = flow_1_served_once();
+        b.wf.set_budget(e, 16);
+        assert_eq!(flow_of_next(&mut b), FlowId(1), "8 left for a charge of 8");
+        let (mut b, e) = flow_1_served_once();
+        b.wf.set_budget(e, 15);
+        assert_eq!(
+            flow_of_next(&mut b),
+            FlowId(2),
+            "7 left for a charge of 8: the slot ends"
+        );
+        let (mut b, e) = flow_1_served_once();
+        b.wf.clear_service(e);
+        b.wf.set_budget(e, 4);
+        assert_eq!(flow_of_next(&mut b), FlowId(1), "nothing served yet: the budget grows");
+        assert_eq!(b.wf.entity(e).map(|x| x.budget), Some(8), "grown to the charge");
+    }
 }
