@@ -320,7 +320,9 @@ mod tests {
     // counts, and the newcomer is in a large burst. The freed slot is reused by the next queue.
     #[test]
     fn only_a_queue_nothing_uses_is_freed_and_it_leaves_the_burst() {
-        let keep: [(&str, fn(&mut Bfq, QueueId)); 5] = [
+        /// Makes the queue in use in one way.
+        type Hold = fn(&mut Bfq, QueueId);
+        let keep: [(&str, Hold); 5] = [
             ("a process reference", |b, q| b.qm(q).refs = 1),
             ("busy", |b, q| b.qm(q).busy = true),
             ("a request in the driver", |b, q| b.qm(q).dispatched = 1),
