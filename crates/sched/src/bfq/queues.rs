@@ -226,3 +226,171 @@ impl Bfq {
         self.maybe_free(q);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::era::Era;
+    use super::super::tests::bfq;
+    use super::*;
+    use crate::device::DeviceInfo;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Decision, Direction, Request, RequestId, MS};
+
+    fn read(id: u64, flow: u32, sector: u64) -> Request {
+        Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+    }
+
+    // `bfq_ioprio_to_weight`: weight (8 - prio) x 10, so priority 0 weighs 80 and priority 7 weighs 10; the IDLE
+    // class weighs as the lowest priority whatever its level; a priority beyond the lowest level (the kernel
+    // has 8) counts as the lowest. An explicit weight is kept within 1..=1000.
+    #[test]
+    fn a_flows_weight_follows_its_priority_and_stays_in_range() {
+        let of = |class: IoClass, prio: u8, weight: Option<u32>| {
+            let mut f = FlowInfo::new(FlowId(1));
+            f.class = class;
+            f.prio = prio;
+            f.weight = weight;
+            Bfq::flow_weight(&f)
+        };
+        assert_eq!(of(IoClass::Be, 0, None), 80);
+        assert_eq!(of(IoClass::Be, 4, None), 40);
+        assert_eq!(of(IoClass::Rt, 7, None), 10);
+        assert_eq!(of(IoClass::Be, 8, None), 10, "one level beyond the lowest");
+        assert_eq!(of(IoClass::Be, 9, None), 10, "two levels beyond the lowest");
+        assert_eq!(of(IoClass::Be, u8::MAX, None), 10);
+        assert_eq!(of(IoClass::Idle, 0, None), 10, "IDLE class at level 0");
+        assert_eq!(of(IoClass::Be, 0, Some(0)), 1);
+        assert_eq!(of(IoClass::Be, 0, Some(5000)), MAX_WEIGHT);
+        assert_eq!(of(IoClass::Be, 0, Some(300)), 300);
+    }
+
+    // v7r2's `bfq_init_bfqq` opens the idle window of a new sync queue, except for the IDLE class (never worth
+    // waiting for); the window is what makes v7r2 idle for a non-raised queue before its think time is known.
+    // So on an HDD that does not queue commands, a new BE reader is idled for and a new IDLE-class reader is not.
+    #[test]
+    fn v7r2_idles_for_a_new_sync_queue_unless_it_is_of_the_idle_class() {
+        let dev = DeviceInfo::hdd();
+        let v = crate::tunables::TunableValues::parse(
+            "bfq",
+            &super::super::tunables::V7R2_TUNABLES,
+            &dev,
+            &["low_latency=0"],
+        )
+        .unwrap();
+        let mut b = Bfq::with_era(&dev, super::super::tunables::Params::from_values(&v), Era::V7r2);
+        b.hw.hw_tag = Some(false);
+        let mut idle = FlowInfo::new(FlowId(2));
+        idle.class = IoClass::Idle;
+        for (info, want) in [(FlowInfo::new(FlowId(1)), true), (idle, false)] {
+            let q = b.new_queue(0, &info, true, 0);
+            b.qm(q).refs = 1;
+            assert_eq!(b.q(q).idle_window, want, "{:?}", info.class);
+            assert_eq!(b.better_to_idle(q), want, "{:?}", info.class);
+        }
+    }
+
+    /// Seven sync queues created 1 ms apart (a burst, not yet large: 8 make one), the first one's process gone.
+    fn burst_of_seven() -> (Bfq, QueueId) {
+        let mut b = bfq(&DeviceInfo::hdd(), &[]);
+        let mut first = None;
+        for f in 1..=7u32 {
+            let t = u64::from(f) * MS;
+            let q = b.new_queue(0, &FlowInfo::new(FlowId(f)), true, t);
+            b.qm(q).refs = 1;
+            b.burst_on_new_queue(q, t);
+            first.get_or_insert(q);
+        }
+        assert_eq!(b.burst.size, 7);
+        let q = first.unwrap();
+        b.qm(q).refs = 0;
+        (b, q)
+    }
+
+    /// Whether an eighth queue created at 8 ms joins a large burst (and so is not weight-raised).
+    fn eighth_is_in_a_large_burst(b: &mut Bfq) -> bool {
+        let n = b.new_queue(0, &FlowInfo::new(FlowId(8)), true, 8 * MS);
+        b.burst_on_new_queue(n, 8 * MS);
+        b.q(n).burst.in_large_burst
+    }
+
+    // `bfq_put_queue`: a queue is freed only when nothing uses it any more: no process reference, not busy,
+    // nothing in the driver, no request queued, not in service. A freed member of the current burst no longer
+    // counts in the burst (its process has exited), so seven queues of which one was freed plus a newcomer are
+    // seven, not the eight that make a large burst; while any of those conditions holds, the queue stays and
+    // counts, and the newcomer is in a large burst. The freed slot is reused by the next queue.
+    #[test]
+    fn only_a_queue_nothing_uses_is_freed_and_it_leaves_the_burst() {
+        /// Makes the queue in use in one way.
+        type Hold = fn(&mut Bfq, QueueId);
+        let keep: [(&str, Hold); 5] = [
+            ("a process reference", |b, q| b.qm(q).refs = 1),
+            ("busy", |b, q| b.qm(q).busy = true),
+            ("a request in the driver", |b, q| b.qm(q).dispatched = 1),
+            ("a request queued", |b, q| {
+                let slot = b.store.alloc(read(1, 1, 0), q, 0);
+                let store = &b.store;
+                if let Some(Some(qq)) = b.queues.get_mut(q.slot()) {
+                    qq.rqs.add(slot, store, 0, 0, 1);
+                }
+            }),
+            ("in service", |b, q| b.in_service = Some(q)),
+        ];
+        for (what, hold) in keep {
+            let (mut b, q) = burst_of_seven();
+            hold(&mut b, q);
+            b.maybe_free(q);
+            assert!(b.is_live(q), "{what}: kept");
+            assert!(eighth_is_in_a_large_burst(&mut b), "{what}: the kept queue counts");
+        }
+        let (mut b, q) = burst_of_seven();
+        b.maybe_free(q);
+        assert!(!b.is_live(q), "freed");
+        assert_eq!(b.burst.size, 6);
+        b.maybe_free(q);
+        assert_eq!(b.burst.size, 6, "freeing a freed queue does nothing");
+        let n = b.new_queue(0, &FlowInfo::new(FlowId(9)), true, 8 * MS);
+        assert_eq!(n.slot(), q.slot(), "the freed slot is reused");
+        b.burst_on_new_queue(n, 8 * MS);
+        assert!(!b.q(n).burst.in_large_burst, "seven in the burst, not eight");
+    }
+
+    // `bfq_exit_icq_bfqq`: an exiting process ends the idling only if it is the one idled for; another process
+    // exiting (its queue empty and not in service) leaves the idle timer of the queue in service running, so
+    // the device still waits for that queue's next request.
+    #[test]
+    fn another_process_exiting_does_not_end_the_idling() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for f in [1, 3] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        // Flow 3 reads once and is idled for until its timer expires; its queue stays, empty.
+        b.insert(read(1, 3, 1 << 30), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 3's read")
+        };
+        b.completed(&r, MS);
+        let Decision::WaitUntil(t) = b.dispatch(MS) else {
+            panic!("idling for flow 3")
+        };
+        assert!(matches!(b.dispatch(t), Decision::Nothing));
+        // Flow 1 reads and is idled for.
+        b.insert(read(2, 1, 0), 20 * MS);
+        let Decision::Dispatch(r) = b.dispatch(20 * MS) else {
+            panic!("flow 1's read")
+        };
+        b.completed(&r, 21 * MS);
+        let Decision::WaitUntil(t) = b.dispatch(21 * MS) else {
+            panic!("idling for flow 1")
+        };
+        b.flow_exited(FlowId(3), 22 * MS);
+        assert!(
+            matches!(b.dispatch(22 * MS), Decision::WaitUntil(u) if u == t),
+            "still idling for flow 1"
+        );
+        b.flow_exited(FlowId(1), 23 * MS);
+        assert!(
+            matches!(b.dispatch(23 * MS), Decision::Nothing),
+            "flow 1 gone: no idling"
+        );
+    }
+}

@@ -487,4 +487,228 @@ mod tests {
         b.wr_busy_queues = 1;
         assert!(b.better_to_idle(q), "raised, a non-raised queue busy");
     }
+
+    // The budget timeout of a slot (`bfq_set_budget_timeout`) is `timeout_sync` (125 ms) after its start in the
+    // newest kernel, for sync and async queues alike (it dropped `timeout_async`); v7r2 gives an async queue its
+    // own `timeout_async` (40 ms). Interactive raising multiplies the timeout by the raising coefficient (a raised
+    // queue gets coeff times the service per slot, so it needs coeff times the time); soft real-time raising
+    // does not. The timeout has passed at its instant, not 1 ns before.
+    #[test]
+    fn a_slot_times_out_after_timeout_sync_and_v7r2_cuts_async_slots_to_timeout_async() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        let a = b.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        assert_eq!(b.slot_timeout(q, 10 * MS), 135 * MS);
+        assert_eq!(
+            b.slot_timeout(a, 10 * MS),
+            135 * MS,
+            "newest: async slots have timeout_sync too"
+        );
+        b.set_in_service(q, 10 * MS);
+        assert!(!b.budget_timed_out(q, 135 * MS - 1));
+        assert!(b.budget_timed_out(q, 135 * MS), "newest: armed when the slot starts");
+        b.qm(q).wr.coeff = 30;
+        b.qm(q).wr.kind = super::super::weight_raising::WrKind::Interactive;
+        assert_eq!(b.slot_timeout(q, 0), 30 * 125 * MS, "interactive raising: 30 x 125 ms");
+        b.qm(q).wr.kind = super::super::weight_raising::WrKind::SoftRt;
+        assert_eq!(b.slot_timeout(q, 0), 125 * MS, "soft real-time raising: not multiplied");
+
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        let a = b.new_queue(0, &FlowInfo::new(FlowId(2)), false, 0);
+        assert_eq!(b.slot_timeout(q, 10 * MS), 135 * MS, "v7r2 sync: timeout_sync");
+        assert_eq!(b.slot_timeout(a, 10 * MS), 50 * MS, "v7r2 async: timeout_async, 40 ms");
+    }
+
+    // v7r2 arms the budget timeout at the slot's first completion, not when the slot starts (a slot that has
+    // not completed anything yet never times out), and measures the slot's rate from there; later completions
+    // do not move it. The newest kernel arms it when the slot starts and ignores the completions.
+    #[test]
+    fn v7r2_arms_the_budget_timeout_at_the_slots_first_completion() {
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        assert!(!b.budget_timed_out(q, 10 * SEC), "nothing completed: not armed");
+        b.v7_arm_budget_timeout(q, 50 * MS);
+        assert_eq!((b.q(q).budget_timeout, b.q(q).slot_start), (175 * MS, 50 * MS));
+        b.v7_arm_budget_timeout(q, 100 * MS);
+        assert_eq!(b.q(q).budget_timeout, 175 * MS, "a later completion does not re-arm it");
+        assert!(!b.budget_timed_out(q, 175 * MS - 1));
+        assert!(b.budget_timed_out(q, 175 * MS));
+
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        b.v7_arm_budget_timeout(q, 50 * MS);
+        assert_eq!(
+            (b.q(q).budget_timeout, b.q(q).slot_start),
+            (125 * MS, 0),
+            "newest: unchanged"
+        );
+        assert!(b.budget_timed_out(q, 125 * MS));
+    }
+
+    // `bfq_may_expire_for_budg_timeout`: a timed-out slot may end unless its queue is being idled for with
+    // less than a third of its budget left (then the budget is nearly used, and the queue is worth waiting for
+    // to finish it). Budget 300 sectors: 100 left (a third) may expire, 99 left may not; a queue not idled for
+    // may expire whatever it has left; nothing may expire before the timeout.
+    #[test]
+    fn a_timed_out_queue_being_idled_for_expires_only_with_a_third_of_its_budget_left() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let q = sync_queue(&mut b);
+        b.set_in_service(q, 0);
+        let e = b.q(q).entity;
+        b.wf.set_budget(e, 300);
+        b.wf.served(e, 200);
+        let t = 125 * MS;
+        assert!(b.may_expire_for_budget_timeout(q, t), "not idling");
+        assert!(!b.may_expire_for_budget_timeout(q, t - 1), "before the timeout");
+        b.qm(q).wait_request = true;
+        assert!(b.may_expire_for_budget_timeout(q, t), "idling, 100 of 300 left");
+        assert!(!b.may_expire_for_budget_timeout(q, t - 1), "idling, before the timeout");
+        b.wf.served(e, 1);
+        assert!(!b.may_expire_for_budget_timeout(q, t), "idling, 99 of 300 left");
+        b.qm(q).wait_request = false;
+        assert!(b.may_expire_for_budget_timeout(q, t), "not idling, 99 left");
+    }
+
+    // v7r2's `bfq_arm_slice_timer`: a raised queue is idled for 3 x slice_idle (24 ms); a non-raised queue
+    // that is seeky and has received more than max_budget / 8 in its slot for at most 2 ms; any other queue
+    // (sequential, or seeky with a short slot) for slice_idle, 8 ms. Each arming counts one idle.
+    #[test]
+    fn v7r2_idles_3_slice_idles_for_a_raised_queue_and_2_ms_for_a_seeky_long_slot() {
+        let mut b = of_era(Era::V7r2, &DeviceInfo::hdd());
+        let q = sync_queue(&mut b);
+        let e = b.q(q).entity;
+        let eighth = b.budgets.max_budget() / 8;
+        let idle_for = |b: &mut Bfq| {
+            b.arm_timer(q, 10 * MS);
+            assert!(b.q(q).wait_request);
+            b.timer.map(|t| t - 10 * MS)
+        };
+        b.wf.served(e, eighth + 1);
+        assert_eq!(idle_for(&mut b), Some(8 * MS), "sequential, long slot");
+        b.qm(q).seek_mean = SeekMean {
+            samples: 1000,
+            total: 1000 * (V7_SEEK_THR + 1),
+            mean: V7_SEEK_THR + 1,
+        };
+        assert_eq!(idle_for(&mut b), Some(2 * MS), "seeky, long slot");
+        b.qm(q).wr.coeff = 20;
+        assert_eq!(idle_for(&mut b), Some(24 * MS), "seeky, long slot, raised");
+        b.qm(q).wr.coeff = 1;
+        b.wf.clear_service(e);
+        b.wf.served(e, eighth);
+        assert_eq!(idle_for(&mut b), Some(8 * MS), "seeky, max_budget / 8 served");
+        assert_eq!(b.stats.idles, 4);
+    }
+
+    /// The newest BFQ on an HDD that does not queue commands, without raising: flow 1 read once (completed at 1 ms) and is idled for, flow 2's
+    /// far read queued at 1 ms, and at 2 ms flow 1's next small sequential read arrived, which leaves the idle
+    /// timer running (a small request is not worth ending the idling for, `bfq_rq_enqueued`).
+    fn idled_for_with_a_small_request_arrived() -> (Bfq, QueueId) {
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, Request, RequestId};
+        let read = |id: u64, flow: u32, sector: u64| {
+            Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+        };
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.hw.hw_tag = Some(false);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 1's read")
+        };
+        b.completed(&r, MS);
+        b.insert(read(2, 2, 1 << 30), MS);
+        let Decision::WaitUntil(t) = b.dispatch(MS) else {
+            panic!("idling for flow 1")
+        };
+        b.insert(read(3, 1, 8), 2 * MS);
+        let q = b.in_service.expect("flow 1 in service");
+        assert!(
+            b.q(q).wait_request && b.timer == Some(t),
+            "the small request keeps the idling"
+        );
+        (b, q)
+    }
+
+    // The newest `bfq_select_queue` ends a timed-out slot unless the queue must be idled for (`may_expire &&
+    // !must_idle`): a queue with a request queued need not be waited for, so once its budget timeout has passed
+    // it is expired even though its idle timer still runs (only v7r2 also required the timer not to be pending),
+    // and the other queue is served. Before the timeout, the queued request is served at once.
+    #[test]
+    fn the_newest_bfq_ends_a_timed_out_slot_whose_queue_has_a_request_while_its_timer_runs() {
+        use crate::scheduler::Scheduler;
+        use crate::types::Decision;
+        let (mut b, _) = idled_for_with_a_small_request_arrived();
+        match b.dispatch(3 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(1), "not timed out: flow 1's request"),
+            d => panic!("{d:?}"),
+        }
+        let (mut b, q) = idled_for_with_a_small_request_arrived();
+        b.qm(q).budget_timeout = 2 * MS;
+        match b.dispatch(3 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2), "timed out: flow 1 expired"),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    /// The newest BFQ on an HDD without raising: flow 1's reads at sectors 0 and 64 (not contiguous, so not merged)
+    /// and flow 2's far read queued,
+    /// flow 1's first read dispatched (its slot has received 8 sectors); its entity, for the test to set the
+    /// slot's budget and service.
+    fn flow_1_served_once() -> (Bfq, super::super::ids::EntityId) {
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, Request, RequestId};
+        let read = |id: u64, flow: u32, sector: u64| {
+            Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+        };
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        b.insert(read(2, 1, 64), 0);
+        b.insert(read(3, 2, 1 << 30), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 1's first read")
+        };
+        assert_eq!(r.id, RequestId(1));
+        let q = b.in_service.expect("flow 1 in service");
+        assert_eq!(b.entity_service(q), 8);
+        let e = b.q(q).entity;
+        (b, e)
+    }
+
+    // `bfq_select_queue`: the queue in service keeps the device while its next request's charge (8 sectors)
+    // fits in the budget it has left, exactly fitting included; one sector short, the slot ends (budget
+    // exhausted) and the other queue is served. A fresh slot (nothing served yet) whose budget is below the
+    // charge grows its budget instead of ending with nothing served, which could repeat forever.
+    #[test]
+    fn a_slot_ends_when_its_next_request_does_not_fit_its_budget_unless_it_has_served_nothing() {
+        use crate::scheduler::Scheduler;
+        use crate::types::Decision;
+        let flow_of_next = |b: &mut Bfq| match b.dispatch(0) {
+            Decision::Dispatch(r) => r.flow,
+            d => panic!("{d:?}"),
+        };
+        let (mut b, e) = flow_1_served_once();
+        b.wf.set_budget(e, 16);
+        assert_eq!(flow_of_next(&mut b), FlowId(1), "8 left for a charge of 8");
+        let (mut b, e) = flow_1_served_once();
+        b.wf.set_budget(e, 15);
+        assert_eq!(
+            flow_of_next(&mut b),
+            FlowId(2),
+            "7 left for a charge of 8: the slot ends"
+        );
+        let (mut b, e) = flow_1_served_once();
+        b.wf.clear_service(e);
+        b.wf.set_budget(e, 4);
+        assert_eq!(flow_of_next(&mut b), FlowId(1), "nothing served yet: the budget grows");
+        assert_eq!(b.wf.entity(e).map(|x| x.budget), Some(8), "grown to the charge");
+    }
 }
