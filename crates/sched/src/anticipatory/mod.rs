@@ -1181,4 +1181,37 @@ mod mutant_tests {
             s.flow_started(&FlowInfo::new(FlowId(1)), 3 * MS);
         }));
     }
+
+    // The legacy block layer asks the elevator whether a new request would merge into a queued one before it takes
+    // a request from the pool (`elv_merge`): a read just after or just before a queued read of the same direction
+    // would; one with a gap, or a write next to a read, would not.
+    #[test]
+    fn only_a_contiguous_request_of_the_same_direction_would_merge() {
+        let mut s = sched(Params::default());
+        s.insert(read(1, 1, 1000), 0);
+        assert!(s.would_merge(&read(2, 1, 1008)), "back merge");
+        assert!(s.would_merge(&read(3, 1, 992)), "front merge");
+        assert!(!s.would_merge(&read(4, 1, 1016)), "a gap of 8 sectors");
+        assert!(!s.would_merge(&write(5, 1, 1008)), "a write after a read");
+    }
+
+    // A front merge moves the queued request's start: it must leave the sorted queue under its old start, or AS
+    // would go on seeing a read queued after serving it. Read 1 at 1000 grows to start at 992; once it is served
+    // no read is queued, so a write that arrives is served at once (with a phantom read queued, the read batch
+    // would go on, 500 ms, with nothing to dispatch).
+    #[test]
+    fn a_front_merged_read_leaves_no_trace_once_served() {
+        let mut s = sched(Params {
+            antic_expire: 0,
+            ..Params::default()
+        });
+        s.insert(read(1, 1, 1000), 0);
+        s.insert(read(2, 1, 992), 0);
+        assert_eq!(s.queued(), 2, "two parts");
+        let r = dispatched(&mut s, 0);
+        assert_eq!((r.id.0, r.sector, r.sectors), (1, 992, 16));
+        s.completed(&r, MS);
+        s.insert(write(3, 2, FAR), MS);
+        assert_eq!(dispatched(&mut s, MS).id.0, 3);
+    }
 }
