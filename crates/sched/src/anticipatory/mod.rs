@@ -1214,4 +1214,35 @@ mod mutant_tests {
         s.insert(write(3, 2, FAR), MS);
         assert_eq!(dispatched(&mut s, MS).id.0, 3);
     }
+
+    /// Write 1 is dispatched at 0 (a write batch: it expires at 125 ms) and completes at 200 ms; if `idle`, AS is
+    /// asked to dispatch once more at 0, with nothing queued. A read arrives at 200 ms, is served at once (the
+    /// switch happens in the dispatch path, so the write batch's time is read as the true 200 ms) and completes at
+    /// 201 ms. Returns the adapted write_batch_count (12 before).
+    fn write_batch_count_after_a_lone_write(idle: bool) -> u32 {
+        let mut s = sched(Params {
+            antic_expire: 0,
+            ..Params::default()
+        });
+        s.insert(write(1, 9, FAR), 0);
+        let w = dispatched(&mut s, 0);
+        if idle {
+            assert_eq!(s.dispatch(0), Decision::Nothing);
+        }
+        s.completed(&w, 200 * MS);
+        s.insert(read(2, 1, 1000), 200 * MS);
+        let r = dispatched(&mut s, 200 * MS);
+        assert_eq!(r.id.0, 2);
+        s.completed(&r, 201 * MS);
+        s.write_batch_count()
+    }
+
+    // A write batch that ran out of writes while no read waited was limited by the work, not by the device, so its
+    // length says nothing about the device (`write_batch_idled`): the count stays at 12. When a read was waiting
+    // the whole time instead, the batch's 201 ms (over the 125 ms target, under 3x) takes one off: 11.
+    #[test]
+    fn a_write_batch_that_went_idle_does_not_shrink_the_count() {
+        assert_eq!(write_batch_count_after_a_lone_write(true), 12);
+        assert_eq!(write_batch_count_after_a_lone_write(false), 11);
+    }
 }
