@@ -260,4 +260,34 @@ mod tests {
         d.add(1);
         assert_eq!((d.samples, d.total, d.mean), (60, 32, 1));
     }
+
+    // A process that issues a read while another of its reads is still queued did not wait for its I/O: its think
+    // time sample is 0 (`as_update_iohist` counts think time only with nothing outstanding). Its last completion
+    // was 10 ms ago; counted, that 10 ms would put its mean over antic_expire (6 ms) and AS would stop waiting for it.
+    #[test]
+    fn a_read_issued_with_another_queued_is_a_think_time_of_zero() {
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory {
+            io_started: true,
+            io_running: true,
+            queued: 1,
+            ..FlowHistory::default()
+        };
+        f.record_sync_arrival(&mut g, 8, 16, 10 * MS);
+        assert_eq!((f.ttime.samples, f.ttime.mean), (32, 0));
+    }
+
+    // What new processes are expected to seek (new_seek_mean, used for a process without seek history) is fed by
+    // each process's first seek only: 1/8 of a first seek of 8000 sectors gives 1000; that process's second seek
+    // (80 000) leaves it alone.
+    #[test]
+    fn only_a_processs_first_seek_feeds_the_new_process_seek_mean() {
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory::default();
+        f.record_sync_arrival(&mut g, 0, 8, 0);
+        f.record_sync_arrival(&mut g, 8008, 8016, 0);
+        assert_eq!(g.new_seek_mean, 1000);
+        f.record_sync_arrival(&mut g, 88_016, 88_024, 0);
+        assert_eq!(g.new_seek_mean, 1000);
+    }
 }
