@@ -1245,4 +1245,18 @@ mod mutant_tests {
         assert_eq!(write_batch_count_after_a_lone_write(true), 12);
         assert_eq!(write_batch_count_after_a_lone_write(false), 11);
     }
+
+    // The wait for the next request is timed from the completion of the awaited one (`as_completed_request` moves
+    // WAIT_REQ to WAIT_NEXT then), not from when AS is next asked: process 1's read completes at 1 ms, AS is asked
+    // at 3 ms and waits until 1 + 6 = 7 ms.
+    #[test]
+    fn the_wait_runs_from_the_awaited_completion() {
+        let mut s = sched(Params::default());
+        s.insert(read(1, 1, 1000), 0);
+        let r = dispatched(&mut s, 0);
+        s.insert(read(2, 2, FAR), 100_000);
+        assert_eq!(s.dispatch(100_000), Decision::Nothing);
+        s.completed(&r, MS);
+        assert_eq!(s.dispatch(3 * MS), Decision::WaitUntil(7 * MS));
+    }
 }
