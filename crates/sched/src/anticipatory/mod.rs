@@ -1259,4 +1259,33 @@ mod mutant_tests {
         s.completed(&r, MS);
         assert_eq!(s.dispatch(3 * MS), Decision::WaitUntil(7 * MS));
     }
+
+    // When the last write of a batch completes with a read waiting, the completion starts the read batch and sets
+    // the batch expiry to the read batch's length, 500 ms (`as_completed_request`, `batch_expire[REQ_SYNC]`), before
+    // the first read completes. With a write still queued nothing moves that expiry, so the write batch's time is
+    // read (2.6.32's `update_write_batch`) as first completion + 125 - (switch + 500) < 0, i.e. 0, even though
+    // the first read takes 50 ms: the full batch doubles to 24. (Had the expiry been the write batch's 125 ms, the
+    // time would read 50 ms and the count grow by one, to 13; had it been 0, 175 ms, and shrink to 11.)
+    #[test]
+    fn a_switch_on_completion_sets_the_read_batchs_expiry() {
+        let mut s = sched(Params {
+            antic_expire: 0,
+            ..Params::default()
+        });
+        for i in 0..13 {
+            s.insert(write(100 + i, 2, 1_000_000 + 16 * i), 0);
+        }
+        let batch: Vec<Request> = (0..12).map(|_| dispatched(&mut s, 0)).collect();
+        s.insert(read(1, 1, 0), 1_000);
+        assert_eq!(s.dispatch(1_000), Decision::Nothing, "the batch drains first");
+        let mut now = 0;
+        for w in &batch {
+            now += 10 * MS;
+            s.completed(w, now);
+        }
+        let r = dispatched(&mut s, now);
+        assert_eq!(r.id.0, 1);
+        s.completed(&r, now + 50 * MS);
+        assert_eq!(s.write_batch_count(), 24);
+    }
 }
