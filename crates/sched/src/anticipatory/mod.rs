@@ -1288,4 +1288,32 @@ mod mutant_tests {
         s.completed(&r, now + 50 * MS);
         assert_eq!(s.write_batch_count(), 24);
     }
+
+    // Outside the window a read is still close if it is nearer than the awaited process's own mean seek
+    // (`as_close_req`: "better than what we're expecting"; strict). Process 1 seeks 100 000 sectors between its
+    // two reads (one sample: its seek mean is 100 000; new processes' expected seek is 1/8 of it, 12 500). Half a
+    // millisecond after its completion (window 8192), a read 99 999 sectors from the head is close and served; one
+    // 100 000 sectors away is not, and AS waits.
+    #[test]
+    fn a_read_nearer_than_the_processs_mean_seek_is_close() {
+        let serves = |offset: u64| {
+            let mut s = sched(Params::default());
+            let t = serve_read(&mut s, 1, 1, 10_000_000, 0);
+            let t = serve_read(&mut s, 2, 1, 10_100_008, t + MS);
+            assert_eq!(s.history(FlowId(1)).unwrap().seek.mean, 100_000);
+            s.insert(read(3, 3, 8), t);
+            assert_eq!(s.dispatch(t), Decision::WaitUntil(t + 6 * MS));
+            s.insert(read(4, 2, 10_100_016 + offset), t + 500_000);
+            match s.dispatch(t + 500_000) {
+                Decision::Dispatch(r) => r.id.0 == 4,
+                Decision::WaitUntil(u) => {
+                    assert_eq!(u, t + 6 * MS);
+                    false
+                }
+                d => panic!("{d:?}"),
+            }
+        };
+        assert!(serves(99_999));
+        assert!(!serves(100_000));
+    }
 }
