@@ -147,4 +147,11 @@ mod tests {
         // Fast but not using its count (ran out of writes): unchanged.
         assert_eq!(after(12, 5, false, 40 * MS), 12);
     }
+
+    // A batch that took exactly its target neither shrinks nor grows (`update_write_batch` compares strictly both
+    // ways): 125 ms with the whole count used, 12 stays 12.
+    #[test]
+    fn a_batch_on_target_keeps_its_count() {
+        assert_eq!(after(12, 0, false, TARGET), 12);
+    }
 }
