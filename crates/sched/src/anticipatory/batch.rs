@@ -147,4 +147,19 @@ mod tests {
         // Fast but not using its count (ran out of writes): unchanged.
         assert_eq!(after(12, 5, false, 40 * MS), 12);
     }
+
+    // A batch that took exactly its target neither shrinks nor grows (`update_write_batch` compares strictly both
+    // ways): 125 ms with the whole count used, 12 stays 12.
+    #[test]
+    fn a_batch_on_target_keeps_its_count() {
+        assert_eq!(after(12, 0, false, TARGET), 12);
+        // Exactly 3x the target (375 ms) is not "more than 3x": one fewer, 11, not halved.
+        assert_eq!(after(12, 0, false, 3 * TARGET), 11);
+        // A target exactly 3x the time taken (120 ms, 40 ms) is not "more than 3x": one more, 13, not doubled.
+        let mut w = WriteBatch::new(TARGET);
+        w.start(0);
+        w.left = 0;
+        w.adapt(40 * MS, 120 * MS);
+        assert_eq!(w.count, 13);
+    }
 }

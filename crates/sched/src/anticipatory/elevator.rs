@@ -130,4 +130,23 @@ mod tests {
         q.sorted.insert((8, 1));
         assert_eq!(q.next_after(50 * MAXBACK, (50 * MAXBACK, 9)), Some((8, 1)));
     }
+
+    // The back-seek limit written out as the kernel's figure (`MAXBACK`, 1024 * 1024 sectors): a request exactly
+    // 1 048 576 sectors behind the head is reachable, at twice the distance (2 097 152), and beats one 3 000 000
+    // ahead; one sector further back it needs a wrap and loses.
+    #[test]
+    fn the_longest_back_seek_is_1_048_576_sectors() {
+        let last = 10_000_000;
+        let ahead = Some((last + 3_000_000, 2));
+        assert_eq!(choose(last, Some((last - 1_048_576, 1)), ahead).unwrap().1, 1);
+        assert_eq!(choose(last, Some((last - 1_048_577, 1)), ahead).unwrap().1, 2);
+    }
+
+    // Equal costs go to the higher sector, whichever argument it is (`as_choose_req`): head at 1000, 900 behind
+    // costs 2 x 100 = 200, 1200 ahead costs 200: 1200 is served.
+    #[test]
+    fn a_tie_goes_to_the_higher_sector() {
+        assert_eq!(choose(1000, Some((900, 1)), Some((1200, 2))).unwrap().1, 2);
+        assert_eq!(choose(1000, Some((1200, 2)), Some((900, 1))).unwrap().1, 2);
+    }
 }

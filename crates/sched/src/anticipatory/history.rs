@@ -225,4 +225,69 @@ mod tests {
         // The new mean moves by about 1/8 of the clamped sample (4*mean + 131072), not by 1/8 of 2^40 sectors.
         assert!(s.seek.mean <= before + (4 * before + SETTLED_SEEK_SLACK) / 7);
     }
+
+    // The clamps written out as the kernel's figures (`as_update_seekdist`: 2*1024*1024 and 2*1024*64 sectors),
+    // not read from the constants, so a wrong constant fails here. A process's first seek of 2^40 sectors counts as
+    // 2 097 152 (its mean then); a settled sequential reader's (mean 0, three samples: weight 84 > 60) counts as
+    // 131 072, which moves its mean to (131 072 x 256 / 8 + 52) / 105 = 39 946 sectors.
+    #[test]
+    fn the_seek_clamps_are_the_kernels_figures() {
+        let mut g = GlobalHistory::default();
+        let mut young = FlowHistory {
+            io_started: true,
+            ..FlowHistory::default()
+        };
+        young.record_sync_arrival(&mut g, 1 << 40, (1 << 40) + 8, 0);
+        assert_eq!(young.seek.mean, 2_097_152);
+        let mut settled = FlowHistory {
+            io_started: true,
+            ..FlowHistory::default()
+        };
+        for i in 0..3u64 {
+            settled.record_sync_arrival(&mut g, i * 8, i * 8 + 8, 0);
+        }
+        assert_eq!((settled.seek.samples, settled.seek.mean), (84, 0));
+        settled.record_sync_arrival(&mut g, 1 << 40, (1 << 40) + 8, 0);
+        assert_eq!(settled.seek.mean, 39_946);
+    }
+
+    // The mean is rounded to the nearest unit (total + samples / 2, as `as_update_seekdist` rounds): samples of 0
+    // then 1 give a weight of 60 and a total of 32, a mean of 32 / 60 = 0.53, rounded to 1.
+    #[test]
+    fn the_mean_is_rounded_to_nearest() {
+        let mut d = Decaying::default();
+        d.add(0);
+        d.add(1);
+        assert_eq!((d.samples, d.total, d.mean), (60, 32, 1));
+    }
+
+    // A process that issues a read while another of its reads is still queued did not wait for its I/O: its think
+    // time sample is 0 (`as_update_iohist` counts think time only with nothing outstanding). Its last completion
+    // was 10 ms ago; counted, that 10 ms would put its mean over antic_expire (6 ms) and AS would stop waiting for it.
+    #[test]
+    fn a_read_issued_with_another_queued_is_a_think_time_of_zero() {
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory {
+            io_started: true,
+            io_running: true,
+            queued: 1,
+            ..FlowHistory::default()
+        };
+        f.record_sync_arrival(&mut g, 8, 16, 10 * MS);
+        assert_eq!((f.ttime.samples, f.ttime.mean), (32, 0));
+    }
+
+    // What new processes are expected to seek (new_seek_mean, used for a process without seek history) is fed by
+    // each process's first seek only: 1/8 of a first seek of 8000 sectors gives 1000; that process's second seek
+    // (80 000) leaves it alone.
+    #[test]
+    fn only_a_processs_first_seek_feeds_the_new_process_seek_mean() {
+        let mut g = GlobalHistory::default();
+        let mut f = FlowHistory::default();
+        f.record_sync_arrival(&mut g, 0, 8, 0);
+        f.record_sync_arrival(&mut g, 8008, 8016, 0);
+        assert_eq!(g.new_seek_mean, 1000);
+        f.record_sync_arrival(&mut g, 88_016, 88_024, 0);
+        assert_eq!(g.new_seek_mean, 1000);
+    }
 }

@@ -4,9 +4,9 @@ use super::*;
 use crate::types::{Direction, RequestId};
 
 /// A sector far from everything the tests read near the start of the disk (about 25 GB in).
-const FAR: u64 = 50_000_000;
+pub(super) const FAR: u64 = 50_000_000;
 
-fn sched(p: Params) -> Anticipatory {
+pub(super) fn sched(p: Params) -> Anticipatory {
     let mut s = Anticipatory::new(&DeviceInfo::hdd(), p);
     for i in 0..64 {
         s.flow_started(&FlowInfo::new(FlowId(i)), 0);
@@ -14,16 +14,16 @@ fn sched(p: Params) -> Anticipatory {
     s
 }
 
-fn read(id: u64, flow: u32, sector: u64) -> Request {
+pub(super) fn read(id: u64, flow: u32, sector: u64) -> Request {
     Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
 }
 
-fn write(id: u64, flow: u32, sector: u64) -> Request {
+pub(super) fn write(id: u64, flow: u32, sector: u64) -> Request {
     Request::new(RequestId(id), FlowId(flow), Direction::Write, false, sector, 8)
 }
 
 #[track_caller]
-fn dispatched(s: &mut Anticipatory, now: Time) -> Request {
+pub(super) fn dispatched(s: &mut Anticipatory, now: Time) -> Request {
     match s.dispatch(now) {
         Decision::Dispatch(r) => r,
         d => panic!("expected a dispatch at {now}, got {d:?}"),
@@ -31,7 +31,7 @@ fn dispatched(s: &mut Anticipatory, now: Time) -> Request {
 }
 
 /// Process `p` reads at `sector` at `t`, is served at once, and the read completes 1 ms later.
-fn serve_read(s: &mut Anticipatory, id: u64, p: u32, sector: u64, t: Time) -> Time {
+pub(super) fn serve_read(s: &mut Anticipatory, id: u64, p: u32, sector: u64, t: Time) -> Time {
     s.insert(read(id, p, sector), t);
     let r = dispatched(s, t);
     assert_eq!(r.id.0, id);
