@@ -260,18 +260,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn would_run_says_whether_a_pump_would_ask_the_policy() {
-        // The simulator skips its own work around `pump` when this is false, so it must be true exactly when a
-        // pump would ask the policy: after an insert, at the policy's wake-up time, and not in between.
-        let mut d = Driver::new(
+    /// A driver with 8 tags over a script: one request, a wait until 50 ns, another request, then nothing.
+    fn dispatch_wait_until_50_dispatch() -> Driver {
+        Driver::new(
             Box::new(Scripted(vec![
                 Decision::Dispatch(rq(1)),
                 Decision::WaitUntil(50),
                 Decision::Dispatch(rq(2)),
             ])),
             8,
-        );
+        )
+    }
+
+    #[test]
+    fn would_run_says_whether_a_pump_would_ask_the_policy() {
+        // The simulator skips its own work around `pump` when this is false, so it must be true exactly when a
+        // pump would ask the policy: after an insert, at the policy's wake-up time, and not in between.
+        let mut d = dispatch_wait_until_50_dispatch();
         let mut out = Vec::new();
         assert!(d.would_run(0), "a new driver runs the queue once");
         assert_eq!(d.pump(10, &mut out), 1);
@@ -292,14 +297,7 @@ mod tests {
 
     #[test]
     fn wait_until_stops_the_pump_and_is_kept_in_the_future() {
-        let mut d = Driver::new(
-            Box::new(Scripted(vec![
-                Decision::Dispatch(rq(1)),
-                Decision::WaitUntil(50),
-                Decision::Dispatch(rq(2)),
-            ])),
-            8,
-        );
+        let mut d = dispatch_wait_until_50_dispatch();
         let mut out = Vec::new();
         assert_eq!(d.pump(10, &mut out), 1, "stops at the WaitUntil");
         assert_eq!(d.wakeup(), Some(50));

@@ -195,10 +195,11 @@ impl PeakRate {
         // The silence in whole µs, as the kernel measures it: it must exceed 2000 µs.
         let gap_us = now.saturating_sub(self.last_completion) / US;
         let mut out = None;
-        if gap_us > SLOW_COMPLETION_GAP / US && self.samples > 0 {
-            if (self.max_rq << RATE_SHIFT) / gap_us < SLOW_COMPLETION_RATE {
-                out = self.update_and_reset(now, 0);
-            }
+        if gap_us > SLOW_COMPLETION_GAP / US
+            && self.samples > 0
+            && (self.max_rq << RATE_SHIFT) / gap_us < SLOW_COMPLETION_RATE
+        {
+            out = self.update_and_reset(now, 0);
         }
         self.last_completion = now;
         out
@@ -456,7 +457,11 @@ mod tests {
     #[test]
     fn the_weight_counts_the_window_up_to_its_last_completion() {
         let mut p = window(32, 300 * MS, |i| i > 0, |i| Some(at(i, 300 * MS)));
-        assert_eq!(p.on_completion(450 * MS), None, "150 ms of silence after 256 sectors is not slow");
+        assert_eq!(
+            p.on_completion(450 * MS),
+            None,
+            "150 ms of silence after 256 sectors is not slow"
+        );
         assert_eq!(close(&mut p, 550 * MS + 1), Some(8169));
     }
 

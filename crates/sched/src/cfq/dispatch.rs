@@ -1016,15 +1016,12 @@ mod tests {
         assert_eq!(order.last(), Some(&2), "{order:?}");
     }
 
-    // `__cfq_slice_expired` with `timed_out`: a preempted queue keeps the unused part of its slice, taken off its
-    // next key, so it comes back before queues that arrived while it was served. Flows 1 and 2 are BE at priority 0
-    // (no slice offset: keys are the arrival or expiry time). Flow 1's 180 ms slice runs from 1 ms; flow 2 queues
-    // a request at 10 ms (key 10 ms); an RT reader preempts flow 1 at 20 ms, which leaves it 161 ms (key 20 - 161
-    // ms). When the RT reader is done (its request completes at 21 ms, then 8 ms of idling), flow 1 goes first.
-    #[test]
-    fn a_preempted_queue_keeps_its_unused_slice_and_comes_back_first() {
+    /// The preemption scenario of the next two tests: the BE flows `be` (priority 0) and an RT reader (flow 3);
+    /// flow 1 queues ten reads at 0 and is served from 1 ms, flow 2 queues one at 10 ms, the RT reader one at 20
+    /// ms, which preempts flow 1 and completes at 21 ms.
+    fn flow_1_preempted_by_an_rt_reader(be: &[u32]) -> Cfq {
         let mut c = cfq(&DeviceInfo::hdd(), &[]);
-        for f in [1, 2] {
+        for &f in be {
             c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
         }
         c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
@@ -1038,6 +1035,17 @@ mod tests {
         let rt = dispatched(&mut c, 20 * MS).unwrap();
         assert_eq!(rt.flow, FlowId(3));
         c.completed(&rt, 21 * MS);
+        c
+    }
+
+    // `__cfq_slice_expired` with `timed_out`: a preempted queue keeps the unused part of its slice, taken off its
+    // next key, so it comes back before queues that arrived while it was served. Flows 1 and 2 are BE at priority 0
+    // (no slice offset: keys are the arrival or expiry time). Flow 1's 180 ms slice runs from 1 ms; flow 2 queues
+    // a request at 10 ms (key 10 ms); an RT reader preempts flow 1 at 20 ms, which leaves it 161 ms (key 20 - 161
+    // ms). When the RT reader is done (its request completes at 21 ms, then 8 ms of idling), flow 1 goes first.
+    #[test]
+    fn a_preempted_queue_keeps_its_unused_slice_and_comes_back_first() {
+        let mut c = flow_1_preempted_by_an_rt_reader(&[1, 2]);
         assert_eq!(c.dispatch(21 * MS), Decision::WaitUntil(29 * MS));
         assert_eq!(dispatched(&mut c, 29 * MS).unwrap().flow, FlowId(1));
     }
@@ -1106,20 +1114,7 @@ mod tests {
     // request 10 ms after that, flow 1 a new one 2 ms later: flow 4, keyed earlier, goes first.
     #[test]
     fn the_saved_slice_is_spent_on_one_key_only() {
-        let mut c = cfq(&DeviceInfo::hdd(), &[]);
-        for f in [1, 2, 4] {
-            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
-        }
-        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
-        for i in 0..10 {
-            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
-        }
-        let a = dispatched(&mut c, 0).unwrap();
-        c.completed(&a, MS);
-        c.insert(rq(20, 2, 900_000_000, true), 10 * MS);
-        c.insert(rq(30, 3, 1_500_000_000, true), 20 * MS);
-        let rt = dispatched(&mut c, 20 * MS).unwrap();
-        c.completed(&rt, 21 * MS);
+        let mut c = flow_1_preempted_by_an_rt_reader(&[1, 2, 4]);
         let mut t = 29 * MS;
         let mut r = dispatched(&mut c, t).unwrap();
         while r.flow == FlowId(1) {
