@@ -1142,13 +1142,9 @@ impl Reactor {
                 return Ok(());
             }
         }
-        self.shared.sleeping.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let busy = self.shared.has_cmds.load(Ordering::SeqCst)
-            || !self.done_inflight.is_empty()
-            || !self.ring.completion().is_empty();
-        if busy {
-            self.shared.sleeping.store(false, Ordering::SeqCst);
+        // The eventfd read armed above is still pending (nothing was reaped since), so this only announces the
+        // sleep and checks for work that came meanwhile.
+        if !self.prepare_park() {
             return self.enter(0);
         }
         self.stats.reactor_sleeps += 1;

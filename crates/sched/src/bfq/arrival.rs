@@ -278,13 +278,7 @@ mod tests {
     use crate::scheduler::Scheduler;
     use crate::types::{Decision, Direction, FlowId, FlowInfo, IoClass, RequestId, MS};
 
-    /// `b`'s answer at `now`, which must be a dispatch.
-    fn dispatched(b: &mut Bfq, now: Time) -> Request {
-        match b.dispatch(now) {
-            Decision::Dispatch(r) => r,
-            d => panic!("expected a dispatch, got {d:?}"),
-        }
-    }
+    use super::super::tests::next_rq as dispatched;
 
     fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
         Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)

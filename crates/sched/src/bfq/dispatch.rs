@@ -204,12 +204,7 @@ mod tests {
         Bfq::with_era(&dev, Params::from_values(&v), era)
     }
 
-    fn dispatched(b: &mut Bfq, now: Time) -> Request {
-        match b.dispatch(now) {
-            Decision::Dispatch(r) => r,
-            d => panic!("expected a dispatch, got {d:?}"),
-        }
-    }
+    use super::super::tests::next_rq as dispatched;
 
     // Early queue merging looks for a cooperator first at the in-service queue's last dispatched position
     // (`bfqd->in_serv_last_pos`, set when the in-service queue dispatches): a reader whose first request lands

@@ -548,7 +548,8 @@ pub(super) fn checked(b: &Bfq) {
     }
 }
 
-fn next_rq(b: &mut Bfq, now: Time) -> Request {
+/// `b`'s answer at `now`, which must be a dispatch, with the invariants checked before and after.
+pub(super) fn next_rq(b: &mut Bfq, now: Time) -> Request {
     checked(b);
     let d = b.dispatch(now);
     checked(b);

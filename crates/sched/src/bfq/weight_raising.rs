@@ -473,10 +473,7 @@ mod tests {
         b.flow_started(&FlowInfo::new(FlowId(1)), 0);
         b.insert(read(1, 1, 0), 0);
         let q = b.flows[&1].sync_q.unwrap();
-        let r = match b.dispatch(0) {
-            crate::types::Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
+        let r = super::super::tests::next_rq(&mut b, 0);
         b.completed(&r, MS);
         b.expire(q, super::super::budget::Expiration::NoMoreRequests, 2 * MS);
         assert_eq!(b.q(q).wr.soft_rt_next_start, 14 * MS);
@@ -598,10 +595,7 @@ mod tests {
         b.insert(read(1, 1, 0), 0);
         let q = b.flows[&1].sync_q.unwrap();
         assert_eq!(b.q(q).wr.kind, WrKind::Interactive);
-        let r = match b.dispatch(0) {
-            crate::types::Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
+        let r = super::super::tests::next_rq(&mut b, 0);
         b.wr_on_served(q, 70_000);
         b.completed(&r, MS);
         let now = 2 * MS;
@@ -851,10 +845,7 @@ mod tests {
     fn the_draining_completion_plans_the_soft_real_time_start() {
         let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
         let q = raised_at_0(&mut b);
-        let r = match b.dispatch(0) {
-            crate::types::Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
+        let r = super::super::tests::next_rq(&mut b, 0);
         let before = b.q(q).wr.soft_rt_next_start;
         b.expire(q, super::super::budget::Expiration::NoMoreRequests, MS);
         assert_eq!(
@@ -870,10 +861,7 @@ mod tests {
         // In service and not expired: its completion plans nothing.
         let mut b = bfq(&DeviceInfo::hdd(), &["slice_idle=8"]);
         let q = raised_at_0(&mut b);
-        let r = match b.dispatch(0) {
-            crate::types::Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
+        let r = super::super::tests::next_rq(&mut b, 0);
         let before = b.q(q).wr.soft_rt_next_start;
         b.completed(&r, 10 * MS);
         assert_eq!(b.q(q).wr.soft_rt_next_start, before);

@@ -700,7 +700,7 @@ mod tests {
     //! Queue selection, dispatch limits, expiry and completion, each asserted by the decision it changes (which
     //! request goes next, or whether CFQ holds the device), with the kernel's rule in the comment.
 
-    use super::super::tests::{cfq, dispatched, flat_1ms, rq, Reader, Sim};
+    use super::super::tests::{cfq, dispatched, flat_1ms, root_to_child_time_over_10_s, rq, Reader, Sim};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
@@ -1084,11 +1084,7 @@ mod tests {
         w.stride = 512;
         let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![Reader::new(1, 0), w]);
         sim.start_flow(FlowInfo::new(FlowId(2)).with_group(GroupId(1)));
-        let end = 10 * SEC;
-        sim.run(end);
-        let (t_root, _) = sim.usage(1, end);
-        let (t_child, _) = sim.usage(2, end);
-        let ratio = t_root as f64 / t_child as f64;
+        let ratio = root_to_child_time_over_10_s(&mut sim);
         assert!((4.5..=5.5).contains(&ratio), "root/child time ratio {ratio}");
     }
 
@@ -1176,6 +1172,24 @@ mod tests {
         }
     }
 
+    /// Flow 1 issues four reads, each 4 ms after the previous completion (a mean think time of 4 ms), served in
+    /// 1, 1, 1 and 3 ms; flow 2 queues a read at the first one. Returns the last completion time (22 ms).
+    fn four_reads_thinking_4_ms(c: &mut Cfq) -> Time {
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        t
+    }
+
     // `cfq_should_wait_busy`: the only queue of a group whose slice has less left than its process's mean think
     // time stretches the slice by slice_idle and keeps the group, rather than let the group go for a wait that
     // could not pay off. Flow 1 (root group, 20 ms slices) thinks exactly 4 ms between a completion and its next
@@ -1186,18 +1200,7 @@ mod tests {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
         c.flow_started(&FlowInfo::new(FlowId(1)), 0);
         c.flow_started(&FlowInfo::new(FlowId(2)).with_group(GroupId(1)), 0);
-        let mut t = 0;
-        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
-            t += 4 * MS;
-            c.insert(rq(i, 1, i * 16, true), t);
-            let r = dispatched(&mut c, t).unwrap();
-            assert_eq!(r.flow, FlowId(1), "request {i}");
-            if i == 1 {
-                c.insert(rq(100, 2, 900_000_000, true), t);
-            }
-            t += service;
-            c.completed(&r, t);
-        }
+        let t = four_reads_thinking_4_ms(&mut c);
         assert_eq!(t, 22 * MS);
         assert_eq!(c.dispatch(t), Decision::WaitUntil(30 * MS));
     }
@@ -1254,18 +1257,7 @@ mod tests {
     fn no_idling_when_the_think_time_exceeds_the_slice_left() {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
         c.flow_started(&FlowInfo::new(FlowId(1)), 0);
-        let mut t = 0;
-        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, 3 * MS)] {
-            t += 4 * MS;
-            c.insert(rq(i, 1, i * 16, true), t);
-            let r = dispatched(&mut c, t).unwrap();
-            assert_eq!(r.flow, FlowId(1), "request {i}");
-            if i == 1 {
-                c.insert(rq(100, 2, 900_000_000, true), t);
-            }
-            t += service;
-            c.completed(&r, t);
-        }
+        let t = four_reads_thinking_4_ms(&mut c);
         assert_eq!(dispatched(&mut c, t).unwrap().flow, FlowId(2));
     }
 

@@ -522,12 +522,17 @@ fn groups_share_time_by_weight() {
         vec![Reader::new(1, 0), Reader::new(2, 500_000_000)],
     );
     sim.start_flow(FlowInfo::new(FlowId(2)).with_group(GroupId(1)));
+    let ratio = root_to_child_time_over_10_s(&mut sim);
+    assert!((1.8..=2.2).contains(&ratio), "root/child time ratio {ratio}");
+}
+
+/// Runs `sim` for 10 s and returns the device time flow 1 (root group) got over the time flow 2 (child) got.
+pub(super) fn root_to_child_time_over_10_s(sim: &mut Sim) -> f64 {
     let end = 10 * SEC;
     sim.run(end);
     let (t_root, _) = sim.usage(1, end);
     let (t_child, _) = sim.usage(2, end);
-    let ratio = t_root as f64 / t_child as f64;
-    assert!((1.8..=2.2).contains(&ratio), "root/child time ratio {ratio}");
+    t_root as f64 / t_child as f64
 }
 
 // An async queue used up its dispatch allowance: with another queue busy it expires after
