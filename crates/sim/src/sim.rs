@@ -36,9 +36,12 @@ pub struct HostConfig {
     pub dirty_expire: Time,
     /// Period of the flusher's wake-ups (`dirty_writeback_centisecs`), ns.
     pub writeback_interval: Time,
-    /// CPU time of one system call (ns): keeps cache-hit loops from running in zero time.
+    /// CPU time of one system call (ns): keeps cache-hit loops from running in zero time. The default, 2 µs, is an
+    /// estimate for the seeds' desktops (docs/DEVICES.md, "Host: CPU costs of a read", with this machine's
+    /// measured figure and the sensitivity); a measured device may carry its host's figure.
     pub syscall_ns: Time,
-    /// CPU time to copy one KiB between the page cache and user memory (ns).
+    /// CPU time to copy one KiB between the page cache and user memory (ns). The default, 250 ns (4 GB/s), is an
+    /// estimate like `syscall_ns`.
     pub copy_ns_per_kib: Time,
     /// Measure the wall-clock time spent inside the policy (non-deterministic; off for byte-identical output).
     pub time_policy: bool,

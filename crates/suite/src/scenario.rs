@@ -291,10 +291,14 @@ impl Testbed for SimBed {
 
 /// The simulated host of `exp` on `device`: the default host with `exp`'s CPU timing and timer tick, and its
 /// readahead window ([`crate::experiment::Settings`]), else the one recorded with a measured device (the kernel's
-/// `read_ahead_kb` for that device), else the default.
+/// `read_ahead_kb` for that device), else the default; a measured device's recorded CPU costs of a buffered read
+/// replace the default ones.
 pub(crate) fn host_config(exp: &Experiment, device: &bfq_sim::device::DeviceConfig) -> HostConfig {
     let default = HostConfig::default();
+    let costs = device.host_costs();
     let host = HostConfig {
+        syscall_ns: costs.map_or(default.syscall_ns, |c| c.syscall_ns),
+        copy_ns_per_kib: costs.map_or(default.copy_ns_per_kib, |c| c.copy_ns_per_kib),
         time_policy: exp.settings.time_policy,
         timer_hz: exp.settings.timer_hz,
         read_ahead_kb: exp

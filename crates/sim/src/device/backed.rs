@@ -217,6 +217,8 @@ mod tests {
             max_write_mb_s: 3000.0,
             read_ahead_kb: None,
             backing: None,
+            completions: crate::device::Completions::Each,
+            host: None,
         };
         let backing = BackingConfig {
             scheduler: scheduler.into(),

@@ -174,6 +174,14 @@ impl DeviceConfig {
         }
     }
 
+    /// The host CPU costs recorded with a measured device, if any; presets leave the host's defaults.
+    pub fn host_costs(&self) -> Option<super::measured::HostCosts> {
+        match self {
+            DeviceConfig::Measured(c) => c.host,
+            _ => None,
+        }
+    }
+
     /// Checks every field's range; the error names the first offending field.
     pub fn validate(&self) -> Result<(), DeviceError> {
         if self.name().trim().is_empty() {

@@ -119,7 +119,7 @@ pub use config::{load_toml, preset, preset_names, resolve, DeviceConfig, DeviceE
 pub use flash::{Flash, FlashConfig};
 pub use hdd::{DecisionPoint, Hdd, HddConfig, SeekCurve};
 pub use md::Md1;
-pub use measured::{Measured, MeasuredConfig};
+pub use measured::{Completions, HostCosts, Measured, MeasuredConfig};
 pub use nvme::{Nvme, NvmeConfig};
 pub use raid1::{Raid1, Raid1Config};
 pub use ssd::{SataSsd, SsdConfig};
