@@ -11,8 +11,11 @@ use std::time::Instant;
     after_help = "Probes (O_DIRECT, Linux AIO, each --probe-seconds long): random reads of 4, 16, 64 and 256 KiB \
 and sequential 1 MiB reads at depth 1; 4 KiB random reads at depths 2-32; sequential 1 MiB reads at depth 8; random \
 4 KiB and sequential 1 MiB writes at depth 1; sequential 1 MiB writes at depth 8; then eight buffered sequential \
-readers (the page-cache streams probe, counted at the device: the large requests readahead builds); then fio (if \
-installed) repeats the first probe as a cross-check. The queue's read_ahead_kb is recorded for the simulated host. About 35 s with the default 2 s probes, plus writing a 1 GiB probe file once.\n\n\
+readers (the page-cache streams probe, counted at the device: the large requests readahead builds); then a 4 KiB \
+and a 1 MiB reader side by side at depth 1 (the pair probe: whether the device reports each completion as it ends or \
+all of them once it drains); then buffered reads from the page cache (the host probe: the CPU cost of a read() for \
+the simulated host); then fio (if installed) repeats the first probe as a cross-check. The queue's read_ahead_kb is \
+recorded for the simulated host. About 40 s with the default 2 s probes, plus writing a 1 GiB probe file once.\n\n\
 Examples:\n  sudo bfq calibrate /mnt/bfq --out loop.toml\n  bfq run --device loop.toml --app xterm\n  \
 bfq calibrate --from loop.json --out loop.toml     (fit again from saved measurements; no root)"
 )]
@@ -107,6 +110,26 @@ pub fn run(args: CalibrateArgs) -> Result<()> {
             st.device_mb_s,
             st.device_latency_us,
             st.request_kib
+        );
+    }
+    if let Some(p) = &cal.pair {
+        println!(
+            "# pair probe: {} KiB and {} KiB readers side by side, median {:.1} and {:.1} µs: completions {}",
+            bfq_suite::real::calibrate::PAIR_KIB[0],
+            bfq_suite::real::calibrate::PAIR_KIB[1],
+            p.p50_us[0],
+            p.p50_us[1],
+            match p.completions() {
+                bfq_sim::device::Completions::Each => "reported each as it ends",
+                bfq_sim::device::Completions::WhenDrained => "reported together once the device drains",
+            }
+        );
+    }
+    if let Some(h) = &cal.host {
+        let c = h.costs();
+        println!(
+            "# host probe: a buffered read() from the page cache costs {} ns + {} ns per KiB of CPU time",
+            c.syscall_ns, c.copy_ns_per_kib
         );
     }
     if let Some(ra) = cal.read_ahead_kb {

@@ -137,6 +137,13 @@ fn calibrate_then_a_two_cell_validate_on_a_small_loop_device() {
     );
     let toml = std::fs::read_to_string(&model).expect("model written");
     assert!(toml.contains("model = \"measured\""), "{toml}");
+    // The pair and host probes ran and their results went into the model (which way the pair probe decides
+    // depends on the machine; the host's costs are always recorded).
+    assert!(
+        text.contains("# pair probe:") && text.contains("# host probe:"),
+        "{text}"
+    );
+    assert!(toml.contains("[host]") && toml.contains("syscall_ns = "), "{toml}");
     // The simulator accepts the model.
     run_ok(
         bfq()

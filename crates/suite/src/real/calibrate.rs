@@ -17,7 +17,7 @@ use super::aio::Aio;
 use super::sys::{self, io_err, AlignedBuf, BlockDev};
 use super::RealError;
 use bfq_sched::{Direction, Time};
-use bfq_sim::device::{DevRequest, Device, DeviceConfig, MeasuredConfig};
+use bfq_sim::device::{Completions, DevRequest, Device, DeviceConfig, HostCosts, MeasuredConfig};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -141,6 +141,66 @@ pub struct StreamProbe {
     pub device_latency_us: f64,
 }
 
+/// Sizes of the pair probe's two readers, KiB ([`PairProbe`]).
+pub const PAIR_KIB: [u32; 2] = [4, 1024];
+
+/// The smallest ratio of the small reader's median latency to the large one's at which the pair probe takes the
+/// device to report completions only when drained. A device that reports each request as it ends gives the small
+/// reader at most its own time plus what is left of one large request (about half of it on average, 0.5 to 0.6 of
+/// the large reader's latency), and a device that serves the two in parallel gives it its idle time; a host that
+/// reports when drained gives both the same latency (ratio 1; session 10 measured 1.00 in 5 of 5 runs on this
+/// machine, docs/VALIDATION.md).
+pub const DRAINED_RATIO: f64 = 0.9;
+
+/// The pair probe: two O_DIRECT readers at depth 1 side by side, a random one of [`PAIR_KIB`]`[0]` and a
+/// sequential one of [`PAIR_KIB`]`[1]`. It tells when the device reports completions ([`Completions`]): with each
+/// request as it ends, the small reads come back well before the large ones; with all at once when the device
+/// drains, both readers see the same latency.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairProbe {
+    /// Reads each reader completed: small, large.
+    pub ios: [u64; 2],
+    /// Median latency of each reader, µs: small, large.
+    pub p50_us: [f64; 2],
+}
+
+impl PairProbe {
+    /// When the device reports completions, by [`DRAINED_RATIO`].
+    pub fn completions(&self) -> Completions {
+        if self.p50_us[1] > 0.0 && self.p50_us[0] >= DRAINED_RATIO * self.p50_us[1] {
+            Completions::WhenDrained
+        } else {
+            Completions::Each
+        }
+    }
+}
+
+/// Sizes of the host probe's two `read()` calls, KiB ([`HostProbe`]).
+pub const HOST_KIB: [u32; 2] = [4, 128];
+
+/// The host probe: the CPU time of a buffered `read()` served from the page cache, for calls of [`HOST_KIB`] (the
+/// median over batches of calls on a cached part of the probe file). The device plays no part; the simulated host
+/// charges the fitted line, `syscall_ns + copy_ns_per_kib x KiB`, for every read it serves from its cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostProbe {
+    /// Median time per call, ns: small, large.
+    pub ns_per_call: [f64; 2],
+}
+
+impl HostProbe {
+    /// The line through the two sizes' times: the per-KiB copy cost is the slope, the fixed cost what is left of
+    /// the small call (at least 1 ns).
+    pub fn costs(&self) -> HostCosts {
+        let [a, b] = self.ns_per_call;
+        let (ka, kb) = (f64::from(HOST_KIB[0]), f64::from(HOST_KIB[1]));
+        let per_kib = ((b - a) / (kb - ka)).max(0.0);
+        HostCosts {
+            syscall_ns: (a - per_kib * ka).round().max(1.0) as u64,
+            copy_ns_per_kib: per_kib.round() as u64,
+        }
+    }
+}
+
 /// The cross-check of one probe against fio.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FioCheck {
@@ -180,6 +240,13 @@ pub struct Calibration {
     /// devices and in calibrations recorded before it was read.
     #[serde(default)]
     pub backing: Option<bfq_sim::device::BackingConfig>,
+    /// The pair probe (absent in calibrations recorded before it existed: completions are then taken as
+    /// reported each as it ends).
+    #[serde(default)]
+    pub pair: Option<PairProbe>,
+    /// The host probe (absent in calibrations recorded before it existed: the simulated host's defaults apply).
+    #[serde(default)]
+    pub host: Option<HostProbe>,
     /// The fio cross-check, if fio was available.
     pub fio: Option<FioCheck>,
     /// Load average (1 min) when the calibration started.
@@ -340,6 +407,8 @@ pub fn fit(c: &Calibration, name: &str) -> Result<MeasuredConfig, CalibrationErr
             .read_ahead_kb
             .map(|kb| kb.min(bfq_sim::device::measured::MAX_READ_AHEAD_KB)),
         backing: c.backing.clone(),
+        completions: c.pair.as_ref().map_or(Completions::Each, PairProbe::completions),
+        host: c.host.as_ref().map(HostProbe::costs),
     };
     DeviceConfig::Measured(cfg.clone()).validate().map_err(|e| {
         CalibrationError(format!(
@@ -468,6 +537,25 @@ pub fn to_toml(c: &Calibration, cfg: &MeasuredConfig) -> String {
             "#   page-cache streams: {} readers, {:.1} MB/s at the device, {:.0} KiB per request, {:.0} µs mean device \
              latency\n",
             st.streams, st.device_mb_s, st.request_kib, st.device_latency_us
+        ));
+    }
+    if let Some(p) = &c.pair {
+        s.push_str(&format!(
+            "#   pair: {} KiB random and {} KiB sequential O_DIRECT readers at depth 1 side by side: median {:.1} and \
+             {:.1} µs ({:?})\n",
+            PAIR_KIB[0],
+            PAIR_KIB[1],
+            p.p50_us[0],
+            p.p50_us[1],
+            p.completions()
+        ));
+    }
+    if let Some(h) = &c.host {
+        let k = h.costs();
+        s.push_str(&format!(
+            "#   host: buffered read() from the page cache, {} KiB {:.0} ns, {} KiB {:.0} ns per call: {} ns + {} ns \
+             per KiB\n",
+            HOST_KIB[0], h.ns_per_call[0], HOST_KIB[1], h.ns_per_call[1], k.syscall_ns, k.copy_ns_per_kib
         ));
     }
     if let Some(f) = &c.fio {
@@ -736,6 +824,125 @@ fn run_stream_probe(path: &Path, region: u64, dev_sys: &Path, secs: f64) -> Resu
     })
 }
 
+/// Runs the pair probe ([`PairProbe`]) on `path` over `region` bytes for `secs`.
+fn run_pair_probe(path: &Path, region: u64, secs: f64) -> Result<PairProbe, RealError> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(io_err(format!("cannot open {} with O_DIRECT", path.display())))?;
+    let fd = f.as_raw_fd();
+    let bs = PAIR_KIB.map(|k| u64::from(k) * 1024);
+    let slots = bs.map(|b| (region / b).max(1));
+    let mut aio = Aio::new(2).map_err(io_err("cannot set up Linux AIO"))?;
+    let mut bufs = bs.map(|b| AlignedBuf::new(b as usize));
+    let mut started = [Instant::now(); 2];
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut seq = 0u64;
+    let mut offset = |i: usize| {
+        if i == 0 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 33) % slots[0] * bs[0]
+        } else {
+            seq += 1;
+            seq % slots[1] * bs[1]
+        }
+    };
+    let mut submit = |aio: &mut Aio, i: usize, bufs: &mut [AlignedBuf; 2], started: &mut [Instant; 2]| {
+        started[i] = Instant::now();
+        let ptr = bufs[i].as_mut_ptr();
+        // SAFETY: buffer i stays allocated and unused until its completion (data = i) is reaped below, and the
+        // file stays open until the function returns after every completion has been reaped.
+        unsafe { aio.submit(fd, false, ptr, bs[i], offset(i), i as u64) }
+    };
+    let t0 = Instant::now();
+    let end = t0 + Duration::from_secs_f64(secs);
+    for i in 0..2 {
+        submit(&mut aio, i, &mut bufs, &mut started).map_err(io_err("io_submit"))?;
+    }
+    let mut lat_ns: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+    let mut failed = None;
+    while aio.in_flight() > 0 {
+        let Some(d) = aio.wait(Instant::now() + Duration::from_secs(30)) else {
+            return Err(RealError::Invalid(
+                "the pair probe got no completion in 30 s: the device is hung or far too slow to calibrate".into(),
+            ));
+        };
+        let now = Instant::now();
+        let i = (d.data as usize).min(1);
+        if d.res < 0 {
+            failed = Some(std::io::Error::from_raw_os_error((-d.res) as i32));
+        } else if now <= end {
+            lat_ns[i].push((now - started[i]).as_nanos() as u64);
+        }
+        if now < end && failed.is_none() {
+            submit(&mut aio, i, &mut bufs, &mut started).map_err(io_err("io_submit"))?;
+        }
+    }
+    if let Some(e) = failed {
+        return Err(RealError::Io {
+            context: format!("pair probe on {}", path.display()),
+            source: e,
+        });
+    }
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0) as f64 / 1e3
+    };
+    let ios = [lat_ns[0].len() as u64, lat_ns[1].len() as u64];
+    let [mut a, mut b] = lat_ns;
+    Ok(PairProbe {
+        ios,
+        p50_us: [median(&mut a), median(&mut b)],
+    })
+}
+
+/// Calls per batch of the host probe, and batches per size.
+const HOST_CALLS: u32 = 2_000;
+const HOST_BATCHES: u32 = 25;
+
+/// Runs the host probe ([`HostProbe`]) on the first MiBs of `path` (read once first, so that they are cached).
+fn run_host_probe(path: &Path, region: u64) -> Result<HostProbe, RealError> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).map_err(io_err(format!("cannot open {}", path.display())))?;
+    let span = region.min(16 << 20);
+    let mut buf = vec![0u8; HOST_KIB[1] as usize * 1024];
+    let mut off = 0;
+    while off < span {
+        let n = f
+            .read_at(&mut buf, off)
+            .map_err(io_err(format!("host probe on {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        off += n as u64;
+    }
+    let cached = off.max(1);
+    let mut ns_per_call = [0.0; 2];
+    for (k, kib) in HOST_KIB.iter().enumerate() {
+        let len = u64::from(*kib) * 1024;
+        let mut per_batch = Vec::with_capacity(HOST_BATCHES as usize);
+        let mut pos = 0u64;
+        for _ in 0..HOST_BATCHES {
+            let t = Instant::now();
+            for _ in 0..HOST_CALLS {
+                if pos + len > cached {
+                    pos = 0;
+                }
+                f.read_at(&mut buf[..len as usize], pos)
+                    .map_err(io_err(format!("host probe on {}", path.display())))?;
+                pos += len;
+            }
+            per_batch.push(t.elapsed().as_nanos() as f64 / f64::from(HOST_CALLS));
+        }
+        per_batch.sort_by(f64::total_cmp);
+        ns_per_call[k] = per_batch[per_batch.len() / 2];
+    }
+    Ok(HostProbe { ns_per_call })
+}
+
 /// Runs one probe on `path` over `region` bytes for `secs`.
 fn run_probe(path: &Path, region: u64, spec: ProbeSpec, secs: f64) -> Result<Probe, RealError> {
     let f = std::fs::OpenOptions::new()
@@ -899,7 +1106,7 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
         progress(&format!(
             "probe {}/{}: {} ({:.1} s)",
             i + 1,
-            plan.len(),
+            plan.len() + 3,
             spec.name(),
             opts.probe_s
         ));
@@ -908,10 +1115,25 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
     progress(&format!(
         "probe {}/{}: page-cache streams, {STREAMS} readers ({:.1} s)",
         plan.len() + 1,
-        plan.len() + 1,
+        plan.len() + 3,
         opts.probe_s
     ));
     let streams = Some(run_stream_probe(&t.path, t.region, &t.dev.sys, opts.probe_s)?);
+    progress(&format!(
+        "probe {}/{}: pair, {} KiB and {} KiB readers side by side ({:.1} s)",
+        plan.len() + 2,
+        plan.len() + 3,
+        PAIR_KIB[0],
+        PAIR_KIB[1],
+        opts.probe_s
+    ));
+    let pair = Some(run_pair_probe(&t.path, t.region, opts.probe_s)?);
+    progress(&format!(
+        "probe {}/{}: host, buffered reads from the page cache",
+        plan.len() + 3,
+        plan.len() + 3
+    ));
+    let host = Some(run_host_probe(&t.path, t.region)?);
     let spec = plan[0];
     progress(&format!("cross-check: fio {} ({:.1} s)", spec.name(), opts.probe_s));
     let fio = fio_iops(&t.path, t.region, spec, opts.probe_s)?.map(|fio_iops| FioCheck {
@@ -937,6 +1159,8 @@ pub fn measure(opts: &CalibrateOptions, progress: &mut dyn FnMut(&str)) -> Resul
         probes,
         streams,
         backing: backing_of(&t.dev),
+        pair,
+        host,
         fio,
         loadavg_1m,
     })
@@ -1127,5 +1351,85 @@ mod tests {
         };
         let e = open_target(&opts).err().expect("refused").to_string();
         assert!(e.contains("does not exist") && e.contains("bfq loopdev create"), "{e}");
+    }
+
+    #[test]
+    fn the_pair_probe_decides_when_completions_are_reported() {
+        // Older calibrations have no pair probe: each completion as it ends, as before.
+        let mut c = fixture();
+        assert_eq!(c.pair, None);
+        assert_eq!(fit(&c, "loop").expect("fits").completions, Completions::Each);
+        // Equal medians (this machine: 748.4 and 748.6 µs, session 11): the host reports once it drains.
+        c.pair = Some(PairProbe {
+            ios: [2672, 2672],
+            p50_us: [748.4, 748.6],
+        });
+        let cfg = fit(&c, "loop").expect("fits");
+        assert_eq!(cfg.completions, Completions::WhenDrained);
+        let text = to_toml(&c, &cfg);
+        assert!(text.contains("completions = \"when-drained\""), "{text}");
+        assert_eq!(
+            DeviceConfig::from_toml_str(&text).expect("reads back"),
+            DeviceConfig::Measured(cfg)
+        );
+        // A device that reports each request as it ends gives the small reader about half the large one's
+        // latency (it waits for what is left of one large read); one that serves both in parallel, its own idle
+        // time. Neither is taken for a draining host.
+        for small in [60.0, 420.0, 0.85 * 748.6] {
+            c.pair = Some(PairProbe {
+                ios: [10_000, 1_300],
+                p50_us: [small, 748.6],
+            });
+            assert_eq!(
+                fit(&c, "loop").expect("fits").completions,
+                Completions::Each,
+                "{small} µs"
+            );
+        }
+    }
+
+    #[test]
+    fn the_host_probe_gives_the_simulated_host_its_read_costs() {
+        let mut c = fixture();
+        assert_eq!(
+            fit(&c, "loop").expect("fits").host,
+            None,
+            "older calibrations keep the host's defaults"
+        );
+        // 4 KiB in 653 ns and 128 KiB in 6397 ns per call (this machine, session 11): the slope is the copy cost
+        // per KiB, (6397 - 653) / 124 = 46.3 ns, and the fixed cost what is left of the 4 KiB call, 653 - 4 x 46.3
+        // = 467.7 ns.
+        c.host = Some(HostProbe {
+            ns_per_call: [653.0, 6397.0],
+        });
+        let cfg = fit(&c, "loop").expect("fits");
+        assert_eq!(
+            cfg.host,
+            Some(HostCosts {
+                syscall_ns: 468,
+                copy_ns_per_kib: 46
+            })
+        );
+        let text = to_toml(&c, &cfg);
+        assert!(
+            text.contains("[host]") && text.contains("copy_ns_per_kib = 46"),
+            "{text}"
+        );
+        assert_eq!(
+            DeviceConfig::from_toml_str(&text).expect("reads back"),
+            DeviceConfig::Measured(cfg)
+        );
+        // A large call no dearer than a small one gives no copy cost, never a negative one; the fixed cost stays
+        // at least 1 ns.
+        c.host = Some(HostProbe {
+            ns_per_call: [900.0, 800.0],
+        });
+        assert_eq!(
+            fit(&c, "loop").expect("fits").host,
+            Some(HostCosts {
+                syscall_ns: 900,
+                copy_ns_per_kib: 0
+            })
+        );
     }
 }
