@@ -2,7 +2,7 @@
 //! (kernel: `cfq_select_queue`, `choose_wl_class_and_type`, `cfq_may_dispatch`, `cfq_dispatch_request`,
 //! `__cfq_slice_expired`, `cfq_completed_request`; docs/SCHEDULERS.md, CFQ, Dispatch).
 
-use super::group::{SavedWorkload, IDLE_DELAY};
+use super::group::{SavedWorkload, GROUP_IDLE_DELAY, IDLE_DELAY};
 use super::service_tree::{tree_index, Workload};
 use super::slice::{prio_slice, scaled_slice, workload_slice};
 use super::{Cfq, InFlight};
@@ -566,7 +566,7 @@ impl Cfq {
         grp.nr_cfqq += 1;
         if grp.tree_seq.is_none() {
             grp.vdisktime = match self.gtree.last_vdisktime() {
-                Some(v) => v.saturating_add(IDLE_DELAY),
+                Some(v) => v.saturating_add(GROUP_IDLE_DELAY),
                 None => self.gtree.min_vdisktime,
             };
             self.gtree.add(g as u32, grp);

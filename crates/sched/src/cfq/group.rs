@@ -14,9 +14,19 @@ pub const GROUP_WEIGHT_DEFAULT: u32 = 500;
 /// kernel, so a flat root is not starved by a few children).
 pub const ROOT_GROUP_WEIGHT: u32 = 1000;
 
-/// A group becoming busy is placed this far (in vdisktime units, ns of weighted service) behind the last busy
-/// group, and an IDLE-class queue this far behind the last queue of its tree: 200 ms (the kernel's HZ/5).
+/// An IDLE-class queue is keyed this far behind the last queue of its tree: 200 ms (the kernel's
+/// `CFQ_IDLE_DELAY`, HZ/5 jiffies; the queues' keys are in jiffies).
 pub const IDLE_DELAY: Time = 200 * MS;
+
+/// A group becoming busy is placed this far behind the last busy group, in vdisktime units (ns of weighted
+/// service): 48 828 ns. The kernel (3.13, `cfq_group_notify_queue_add`) adds the same `CFQ_IDLE_DELAY` (HZ/5) to
+/// the last group's vdisktime, but vdisktime is fixed point there: `cfqg_scale_charge` shifts a charge in jiffies
+/// left by `CFQ_SERVICE_SHIFT` (12), so one jiffy of service is 4096 units and HZ/5 units are 1/5 s / 4096 of
+/// service, whatever HZ is.
+pub const GROUP_IDLE_DELAY: u64 = IDLE_DELAY >> SERVICE_SHIFT;
+
+/// The kernel's `CFQ_SERVICE_SHIFT`: vdisktime counts 2^12 units per jiffy of service.
+const SERVICE_SHIFT: u32 = 12;
 
 /// The workload a group was serving when it was expired, restored when it is served again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,7 +302,8 @@ mod tests {
     // `cfq_group_notify_queue_add`: a group that becomes busy goes behind the last busy group (its vdisktime above
     // that group's), so it cannot jump ahead of groups that were waiting. Group 1's two readers use the disk for
     // 500 ms (their group's vdisktime grows well past 200 ms); then group 2's reader arrives: its group is placed
-    // after group 1's.
+    // after group 1's, by the kernel's fixed-point HZ/5: 200 ms / 4096 = 48 828 ns of weighted service (not 200 ms,
+    // which would hold a group that comes back after a pause about 4096 times longer behind the others).
     #[test]
     fn a_group_that_becomes_busy_goes_behind_the_last_busy_group() {
         use super::super::{Cfq, Params};
@@ -333,5 +344,6 @@ mod tests {
         let (v1, v2) = (c.groups[g1 as usize].vdisktime, c.groups[g2 as usize].vdisktime);
         assert!(v1 > 200 * MS + 1, "group 1 was charged {v1} ns");
         assert!(v2 > v1, "group 2 at {v2} ns, group 1 at {v1} ns");
+        assert_eq!(v2 - v1, 48_828, "group 2 at {v2} ns, group 1 at {v1} ns");
     }
 }
