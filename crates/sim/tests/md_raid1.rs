@@ -89,3 +89,57 @@ fn bfq_runs_on_each_member_and_idles_per_member() {
         disk_rate()
     );
 }
+
+/// A 4 KiB read at `sector` with handle `tag`.
+fn read_at(tag: u64, sector: u64) -> bfq_sim::device::DevRequest {
+    bfq_sim::device::DevRequest {
+        tag,
+        dir: bfq_sched::Direction::Read,
+        sector,
+        sectors: 8,
+    }
+}
+
+/// Serves everything `dev` holds, returning the time the last request completed.
+fn drain(dev: &mut dyn Device, mut now: Time) -> Time {
+    while let Some(t) = dev.next_completion() {
+        now = now.max(t);
+        while dev.pop_completion(now).is_some() {}
+    }
+    now
+}
+
+#[test]
+fn md_sends_a_read_between_two_busy_members_to_the_nearer_head_and_a_tie_to_the_first() {
+    // 3.13's read_balance, with no sequential marker or idle member to settle it, takes the member whose head
+    // (the end of its last completed request) is nearest to the read, keeping the first member on a tie (a
+    // strict "nearer than the best so far"). Heads at 1 000 008 and 3 000 008; both members kept busy by a read
+    // that continues each one's stream; then a read 100 000 sectors below the second head goes to the second
+    // member, and one exactly between the heads to the first.
+    let mut md = Md1::new(&raid_cfg(), "noop", &[] as &[&str]).expect("md");
+    md.submit(read_at(1, 1_000_000), 0); // both idle: the first member
+    md.submit(read_at(2, 3_000_000), 0); // the first busy: the second
+    let now = drain(&mut md, 0);
+    assert_eq!(md.sent_per_disk(), [[1, 0], [1, 0]]);
+    md.submit(read_at(3, 1_000_008), now); // continues member 0's head
+    md.submit(read_at(4, 3_000_008), now); // continues member 1's head
+    assert_eq!(md.sent_per_disk(), [[2, 0], [2, 0]], "each continues its member");
+    md.submit(read_at(5, 2_900_008), now);
+    assert_eq!(md.sent_per_disk(), [[2, 0], [3, 0]], "nearer the second head");
+    md.submit(read_at(6, 2_000_008), now);
+    assert_eq!(md.sent_per_disk(), [[3, 0], [3, 0]], "a tie goes to the first member");
+}
+
+#[test]
+fn the_old_raid1_model_sends_a_read_between_two_busy_mirrors_to_the_nearer_head() {
+    // The single-queue model (one scheduler above the pair) keeps each mirror's head at the end of the last
+    // request sent to it; with both mirrors busy a read goes to the nearer one.
+    let mut r = Raid1::new(&raid_cfg());
+    r.submit(read_at(1, 1_000_000), 0); // both idle, heads equal: the first mirror
+    r.submit(read_at(2, 3_000_000), 0); // the first busy: the idle second
+    assert_eq!(r.sent_per_disk(), [[1, 0], [1, 0]]);
+    r.submit(read_at(3, 2_900_000), 0);
+    assert_eq!(r.sent_per_disk(), [[1, 0], [2, 0]], "nearer the second head");
+    r.submit(read_at(4, 1_100_000), 0);
+    assert_eq!(r.sent_per_disk(), [[2, 0], [2, 0]], "nearer the first head");
+}
