@@ -1273,4 +1273,47 @@ mod tests {
         c.completed(&r, MS);
         assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
     }
+
+    /// As `four_reads_thinking_4_ms`, with the fourth read served in `last` (the first three in 1 ms each): the
+    /// fourth completion comes at 19 ms + `last`.
+    fn four_reads_thinking_4_ms_last_in(c: &mut Cfq, last: Time) -> Time {
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, last)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        t
+    }
+
+    // `cfq_arm_slice_timer` skips idling only when the slice left is strictly shorter than the process's mean think
+    // time (`slice_end - jiffies < ttime_mean`). As in `no_idling_when_the_think_time_exceeds_the_slice_left`
+    // (flow 2 waits in the same group; flow 1's 20 ms slice runs from its first completion at 5 ms to 25 ms), flow 1
+    // thinks 4 ms before each of its four reads. Its mean think time is the decaying average of four 4 ms samples
+    // (flow start at 0, then completions at 5, 10 and 15 ms), 4.036 ms with the filter's integer weights (32, 60,
+    // 84, 105); the fourth read is served so that it completes with exactly that much of the slice left (at 25 ms
+    // minus the mean): CFQ still idles for flow 1 (slice_idle, 8 ms) rather than serve flow 2.
+    #[test]
+    fn a_think_time_equal_to_the_slice_left_is_still_idled_for() {
+        let mut mean = super::super::idle::ThinkTime::new(0);
+        for (arrival, last_end) in [(4, 0), (9, 5), (14, 10), (19, 15)] {
+            mean.last_end = last_end * MS;
+            mean.sample(arrival * MS, 8 * MS);
+        }
+        let mean = mean.mean;
+        assert!((4 * MS..4 * MS + 40 * US).contains(&mean), "{mean}");
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean);
+        assert_eq!(t, 25 * MS - mean);
+        assert_eq!(c.flows[&FlowId(1)].ttime.mean, mean);
+        assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 25 * MS);
+        assert_eq!(c.dispatch(t), Decision::WaitUntil(t + 8 * MS));
+    }
 }
