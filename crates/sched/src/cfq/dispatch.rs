@@ -1316,4 +1316,42 @@ mod tests {
         assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 25 * MS);
         assert_eq!(c.dispatch(t), Decision::WaitUntil(t + 8 * MS));
     }
+
+    // The FIFO holds only queued requests: a request the elevator sends from behind the FIFO's head leaves the
+    // FIFO too (`cfq_remove_request` unlinks it), so its entry can never send a later request early, even one that
+    // reuses its storage slot here. Flow 1 (one-tag disk) queues X (sector 1 000 000) and A (sector 100) at 0; A,
+    // nearer the head, goes first, its entry behind X's. N (sector 900 000 000) arrives at 50 ms and takes A's slot,
+    // then Y (1 000 400). A completes at 60 ms: X goes; an RT reader arrives and preempts flow 1, and holds the
+    // disk until 140 ms plus 8 ms of idling. Flow 1's new slot at 148 ms checks the FIFO first: its oldest request
+    // N (queued at 50 ms) expires only at 175 ms (fifo_expire_sync 125 ms), so the elevator's choice from X's end,
+    // Y, goes first, then N; A's entry, had it stayed, would have expired at 125 ms and sent N first.
+    #[test]
+    fn a_request_the_elevator_sent_leaves_no_fifo_entry_behind() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Rt, 4), 0);
+        c.insert(rq(1, 1, 1_000_000, true), 0);
+        c.insert(rq(2, 1, 100, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.id.0, 2);
+        let slot_a = c.rqs.iter().position(Option::is_none);
+        c.insert(rq(3, 1, 900_000_000, true), 50 * MS);
+        assert!(
+            slot_a.is_some() && c.rqs[slot_a.unwrap()].as_ref().unwrap().rq.id.0 == 3,
+            "N reuses A's slot"
+        );
+        c.insert(rq(4, 1, 1_000_400, true), 50 * MS);
+        c.completed(&a, 60 * MS);
+        let x = dispatched(&mut c, 60 * MS).unwrap();
+        assert_eq!(x.id.0, 1);
+        c.insert(rq(10, 2, 1_500_000_000, true), 60 * MS);
+        c.completed(&x, 61 * MS);
+        let rt = dispatched(&mut c, 61 * MS).unwrap();
+        assert_eq!(rt.flow, FlowId(2));
+        c.completed(&rt, 140 * MS);
+        assert_eq!(c.dispatch(140 * MS), Decision::WaitUntil(148 * MS));
+        let y = dispatched(&mut c, 148 * MS).unwrap();
+        assert_eq!(y.id.0, 4);
+        c.completed(&y, 149 * MS);
+        assert_eq!(dispatched(&mut c, 149 * MS).unwrap().id.0, 3);
+    }
 }
