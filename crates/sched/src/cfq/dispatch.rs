@@ -1275,15 +1275,15 @@ mod tests {
     }
 
     /// As `four_reads_thinking_4_ms`, with the fourth read served in `last` (the first three in 1 ms each): the
-    /// fourth completion comes at 19 ms + `last`.
-    fn four_reads_thinking_4_ms_last_in(c: &mut Cfq, last: Time) -> Time {
+    /// fourth completion comes at 19 ms + `last`. Flow 2 queues its read at the first one only with `flow_2`.
+    fn four_reads_thinking_4_ms_last_in(c: &mut Cfq, last: Time, flow_2: bool) -> Time {
         let mut t = 0;
         for (i, service) in [(1, MS), (2, MS), (3, MS), (4, last)] {
             t += 4 * MS;
             c.insert(rq(i, 1, i * 16, true), t);
             let r = dispatched(c, t).unwrap();
             assert_eq!(r.flow, FlowId(1), "request {i}");
-            if i == 1 {
+            if i == 1 && flow_2 {
                 c.insert(rq(100, 2, 900_000_000, true), t);
             }
             t += service;
@@ -1295,22 +1295,15 @@ mod tests {
     // `cfq_arm_slice_timer` skips idling only when the slice left is strictly shorter than the process's mean think
     // time (`slice_end - jiffies < ttime_mean`). As in `no_idling_when_the_think_time_exceeds_the_slice_left`
     // (flow 2 waits in the same group; flow 1's 20 ms slice runs from its first completion at 5 ms to 25 ms), flow 1
-    // thinks 4 ms before each of its four reads. Its mean think time is the decaying average of four 4 ms samples
-    // (flow start at 0, then completions at 5, 10 and 15 ms), 4.036 ms with the filter's integer weights (32, 60,
-    // 84, 105); the fourth read is served so that it completes with exactly that much of the slice left (at 25 ms
-    // minus the mean): CFQ still idles for flow 1 (slice_idle, 8 ms) rather than serve flow 2.
+    // thinks 4 ms before each of its four reads (a mean of 4.036 ms, `mean_of_four_4_ms_thinks`); the fourth read
+    // is served so that it completes with exactly that much of the slice left (at 25 ms minus the mean): CFQ still
+    // idles for flow 1 (slice_idle, 8 ms) rather than serve flow 2.
     #[test]
     fn a_think_time_equal_to_the_slice_left_is_still_idled_for() {
-        let mut mean = super::super::idle::ThinkTime::new(0);
-        for (arrival, last_end) in [(4, 0), (9, 5), (14, 10), (19, 15)] {
-            mean.last_end = last_end * MS;
-            mean.sample(arrival * MS, 8 * MS);
-        }
-        let mean = mean.mean;
-        assert!((4 * MS..4 * MS + 40 * US).contains(&mean), "{mean}");
+        let mean = mean_of_four_4_ms_thinks();
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
         c.flow_started(&FlowInfo::new(FlowId(1)), 0);
-        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean);
+        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean, true);
         assert_eq!(t, 25 * MS - mean);
         assert_eq!(c.flows[&FlowId(1)].ttime.mean, mean);
         assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 25 * MS);
@@ -1353,5 +1346,42 @@ mod tests {
         assert_eq!(y.id.0, 4);
         c.completed(&y, 149 * MS);
         assert_eq!(dispatched(&mut c, 149 * MS).unwrap().id.0, 3);
+    }
+
+    /// The mean think time of `four_reads_thinking_4_ms_last_in`'s flow 1 after its fourth read: the decaying
+    /// average of four 4 ms samples (flow start at 0, then completions at 5, 10 and 15 ms), 4.036 ms with the
+    /// filter's integer weights (32, 60, 84, 105).
+    fn mean_of_four_4_ms_thinks() -> Time {
+        let mut mean = super::super::idle::ThinkTime::new(0);
+        for (arrival, last_end) in [(4, 0), (9, 5), (14, 10), (19, 15)] {
+            mean.last_end = last_end * MS;
+            mean.sample(arrival * MS, 8 * MS);
+        }
+        assert!((4 * MS..4 * MS + 40 * US).contains(&mean.mean), "{}", mean.mean);
+        mean.mean
+    }
+
+    // `cfq_should_wait_busy` stretches the slice of a group's last queue only when the slice left is strictly
+    // shorter than the process's mean think time (`slice_end - jiffies < ttime_mean`) or down to its last jiffy;
+    // a queue so marked ends its slot as soon as its next request arrives (`cfq_select_queue`: the group was kept
+    // backlogged for it). Flow 1 is alone in the root group (20 ms slice from 5 ms to 25 ms, four reads thinking
+    // 4 ms, as in `a_think_time_equal_to_the_slice_left_is_still_idled_for`); its fourth read completes with
+    // exactly its mean think time left: not marked, CFQ idles for it (8 ms). Flow 2 queues a far read in the same
+    // group 1 ms later (no preemption: flow 1 idles and the read is not close), and flow 1's next read, 4 ms after
+    // its completion and still before 25 ms, is served in flow 1's slot. Marked wait-busy, flow 1's slot would end
+    // there and flow 2 (keyed at its arrival, ahead of flow 1 re-keyed one 80 ms priority gap later) would be served.
+    #[test]
+    fn a_groups_last_queue_with_exactly_its_think_time_left_is_not_stretched() {
+        let mean = mean_of_four_4_ms_thinks();
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean, false);
+        assert_eq!(t, 25 * MS - mean);
+        assert_eq!(c.flows[&FlowId(1)].ttime.mean, mean);
+        c.insert(rq(100, 2, 900_000_000, true), t + MS);
+        assert_eq!(c.dispatch(t + MS), Decision::WaitUntil(t + 8 * MS));
+        c.insert(rq(5, 1, 5 * 16, true), t + 4 * MS);
+        assert!(t + 4 * MS < 25 * MS);
+        assert_eq!(dispatched(&mut c, t + 4 * MS).unwrap().flow, FlowId(1));
     }
 }
