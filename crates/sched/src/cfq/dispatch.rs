@@ -1384,4 +1384,39 @@ mod tests {
         assert!(t + 4 * MS < 25 * MS);
         assert_eq!(dispatched(&mut c, t + 4 * MS).unwrap().flow, FlowId(1));
     }
+
+    // `cfq_service_tree_add`: a queue re-added with the key and tree it already has keeps its place ("same
+    // position, nothing more to do"), ahead of queues that got the same key after it. Flows 1 and 2 read at
+    // priority 0 (no slice offset: keys are arrival times, so both are keyed 0, flow 1 first). Flow 1 is served from
+    // 0; its first completion at 1 ms starts its slice, which ends at `end`. An RT reader preempts it at exactly
+    // `end / 2`: flow 1 keeps the unused `end / 2` of its slice, taken off its new key, `end / 2 - end / 2 = 0`, its
+    // old key. When the RT reader is done (its request completes 1 ms later, then 8 ms of idling), flow 1, still
+    // ahead of flow 2 on the tree, is served first; re-inserted behind its equal, it would follow flow 2.
+    #[test]
+    fn a_queue_re_keyed_to_its_own_key_keeps_its_place_among_equals() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(20, 2, 900_000_000, true), 0);
+        let (q1, q2) = (sync_q(&c, 1) as usize, sync_q(&c, 2) as usize);
+        assert_eq!((c.queues[q1].pos.unwrap().key, c.queues[q2].pos.unwrap().key), (0, 0));
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.flow, FlowId(1));
+        c.completed(&a, MS);
+        let end = c.queues[q1].slice_end;
+        assert!(end % 2 == 0 && end > 2 * MS, "{end}");
+        let t = end / 2;
+        c.insert(rq(30, 3, 1_500_000_000, true), t);
+        assert_eq!(c.queues[q1].pos.unwrap().key, 0, "flow 1 re-keyed to 0");
+        let rt = dispatched(&mut c, t).unwrap();
+        assert_eq!(rt.flow, FlowId(3));
+        c.completed(&rt, t + MS);
+        assert_eq!(c.dispatch(t + MS), Decision::WaitUntil(t + 9 * MS));
+        assert_eq!(dispatched(&mut c, t + 9 * MS).unwrap().flow, FlowId(1));
+    }
 }
