@@ -1419,4 +1419,79 @@ mod tests {
         assert_eq!(c.dispatch(t + MS), Decision::WaitUntil(t + 9 * MS));
         assert_eq!(dispatched(&mut c, t + 9 * MS).unwrap().flow, FlowId(1));
     }
+
+    // `cfq_cfqq_slice_usage` (3.13): a slot is charged from its first completion (the slice start), at most its
+    // allocated slice. Readers 1 and 2 are each alone in a group of weight 500 (groups 1 and 2): group 1, busy first,
+    // starts at vdisktime 0, group 2 goes `CFQ_IDLE_DELAY` (200 ms) behind it; a charge costs vdisktime
+    // charge x 1000 / 500 (total weight over the group's). Reader 1 sends two of its three reads at 0; the first
+    // completes at 50 ms (an 80 ms slice, to 130 ms), the second at 300 ms, past the slice end: the slot ends and is
+    // charged 80 ms (160 ms of vdisktime, below group 2's 200 ms), so reader 1 is served again. Charged from its
+    // first dispatch without the cap (300 ms, 600 ms of vdisktime), group 1 would go behind group 2.
+    #[test]
+    fn a_slot_is_charged_from_its_first_completion_at_most_its_slice() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=80"]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(f)), 0);
+        }
+        for i in 0..3 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(10, 2, 900_000_000, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
+        c.completed(&a, 50 * MS);
+        assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 130 * MS);
+        c.completed(&b, 300 * MS);
+        assert_eq!(dispatched(&mut c, 300 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `cfq_cfqq_slice_usage` (3.13): a slot that ends at its first completion ("expired immediately after first
+    // request completion") is charged the time since its first dispatch, at least a jiffy, so that queues sending
+    // one slow request each still cost their group. Groups as in
+    // `a_slot_is_charged_from_its_first_completion_at_most_its_slice` (group 1 at vdisktime 0, group 2 at 200 ms,
+    // charges doubled); group 1 holds writer 1 and reader 3, group 2 reader 2. The writer's key (the first queue of
+    // an idle group, one 140 ms priority gap ahead) is the group's lowest, so its write goes first, at 0, and
+    // completes at 120 ms; the writer is empty and not idled for (async), so its slot ends there: charged 120 ms
+    // (240 ms of vdisktime), group 1 goes behind group 2 and reader 2 is served. Charged nothing, group 1 would
+    // stay at 0 and reader 3 would go first.
+    #[test]
+    fn a_slot_ending_at_its_first_completion_is_charged_from_its_first_dispatch() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for (f, g) in [(1, 1), (3, 1), (2, 2)] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(g)), 0);
+        }
+        c.insert(rq(1, 1, 1000, false), 0);
+        c.insert(rq(3, 3, 500_000_000, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(1));
+        c.completed(&w, 120 * MS);
+        assert_eq!(dispatched(&mut c, 120 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_group_served` (3.13) charges an async queue its whole allocated slice only when its group has no sync
+    // queue busy (`!cfq_cfqq_sync(cfqq) && !nr_sync`); otherwise the time it used. Groups and queues as in
+    // `a_slot_ending_at_its_first_completion_is_charged_from_its_first_dispatch` (group 1: writer 1 and reader 3;
+    // group 2, 200 ms of vdisktime behind: reader 2; charges doubled), with a 200 ms async slice (slice_async=200,
+    // no low-latency scaling; the writer's key then ties with reader 3's at 0 and the ASYNC type, scanned first,
+    // wins). The write completes at 60 ms and the writer's slot ends: reader 3 is busy in the group, so the slot is
+    // charged 60 ms (120 ms of vdisktime) and group 1, still ahead of group 2, serves reader 3. Charged its 200 ms
+    // slice (400 ms), group 1 would go behind group 2.
+    #[test]
+    fn an_async_queue_next_to_a_busy_sync_queue_is_charged_the_time_it_used() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_async=200", "low_latency=0"]);
+        for (f, g) in [(1, 1), (3, 1), (2, 2)] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(g)), 0);
+        }
+        c.insert(rq(1, 1, 1000, false), 0);
+        c.insert(rq(3, 3, 500_000_000, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(1));
+        let wq = c.active.unwrap() as usize;
+        c.completed(&w, 60 * MS);
+        assert_eq!(c.queues[wq].allocated_slice, 200 * MS);
+        assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(3));
+    }
 }
