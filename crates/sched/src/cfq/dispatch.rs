@@ -1494,4 +1494,29 @@ mod tests {
         assert_eq!(c.queues[wq].allocated_slice, 200 * MS);
         assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(3));
     }
+
+    // `cfq_group_served` saves the group's workload context only while the workload slice lasts
+    // (`time_after(workload_expires, jiffies)`); a slice over exactly at the expiry is not saved, so the next
+    // choice is made afresh, by lowest key. Reader A (flow 1, 10 ms slices) is served from 0 on the SYNC workload,
+    // whose slice ends at `e`; writer W (flow 3) queues at 1 ms (keyed 1 ms). A's second request completes at
+    // exactly `e`, after A's slice ended: A's slot ends, A is re-keyed after W, and W, the lowest key, is served.
+    // Had the context been saved with 0 left, the SYNC type would be restored with its slice ending now, kept,
+    // and A served again.
+    #[test]
+    fn a_workload_slice_ending_exactly_at_an_expiry_is_not_kept() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        for i in 0..4 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.flow, FlowId(1));
+        let e = c.workload_expires.unwrap();
+        c.insert(rq(10, 3, 900_000_000, false), MS);
+        c.completed(&a, MS);
+        let b = dispatched(&mut c, MS).unwrap();
+        assert_eq!(b.flow, FlowId(1));
+        assert!(c.queues[sync_q(&c, 1) as usize].slice_end < e, "{e}");
+        c.completed(&b, e);
+        assert_eq!(dispatched(&mut c, e).unwrap().flow, FlowId(3));
+    }
 }
