@@ -1519,4 +1519,57 @@ mod tests {
         c.completed(&b, e);
         assert_eq!(dispatched(&mut c, e).unwrap().flow, FlowId(3));
     }
+
+    /// On a flash device (group_idle=0) a reader (flow 1, 128 KiB reads 128 KiB apart, so not seeky there) keeps one
+    /// read on the device and `behind` more queued, issuing a new one at each completion, while a writer (flow 3)
+    /// has ten writes queued (so the NCQ detector's load condition, more than five queued, holds at every
+    /// completion). After 60 such completions 0.5 ms apart (one slot: the reader's slice is 100 ms) the reader
+    /// drains its queue; returns the answer of the dispatch call at its last completion, and that time.
+    fn flash_reader_with_queued_behind(behind: u64) -> (Decision, Time) {
+        use crate::types::{Direction, RequestId};
+        let read = |id: u64| Request::new(RequestId(id), FlowId(1), Direction::Read, true, id * 512, 256);
+        let mut c = cfq(&DeviceInfo::ssd(), &["group_idle=0"]);
+        for id in 0..=behind {
+            c.insert(read(id), 0);
+        }
+        let mut on_device = dispatched(&mut c, 0).unwrap();
+        for i in 0..10 {
+            c.insert(rq(1000 + i, 3, 100_000_000 + i * 1000, false), 0);
+        }
+        let mut t = 0;
+        let mut next = behind + 1;
+        for k in 0..60 + behind {
+            t += 500 * US;
+            c.completed(&on_device, t);
+            match c.dispatch(t) {
+                Decision::Dispatch(r) if r.flow == FlowId(1) => on_device = r,
+                d => panic!("completion {k}: {d:?}"),
+            }
+            if k < 60 {
+                c.insert(read(next), t);
+                next += 1;
+            }
+        }
+        assert!(c.queues[sync_q(&c, 1) as usize].is_empty());
+        t += 500 * US;
+        c.completed(&on_device, t);
+        (c.dispatch(t), t)
+    }
+
+    // `cfq_update_hw_tag` (3.13) does not count a completion toward the NCQ decision while the active queue can
+    // idle and holds too little to fill the device (`idle_window && dispatched + queued < CFQ_HW_QUEUE_MIN (5) &&
+    // rq_in_driver < 5`): CFQ itself keeps the device shallow then. With one read on the device and one queued (2 <
+    // 5) every completion is skipped, the detector stays undecided, which counts as queueing, and on a queueing
+    // flash device with group_idle=0 CFQ does not idle: the writer is served at the reader's last completion. With
+    // four queued (5, not < 5) the completions count: after more than 50, with at most one request ever on the
+    // device, the device is found not to queue, and CFQ idles for the emptied reader (slice_idle, 8 ms).
+    #[test]
+    fn completions_of_a_shallow_idling_queue_do_not_count_toward_the_ncq_decision() {
+        match flash_reader_with_queued_behind(1) {
+            (Decision::Dispatch(r), _) => assert_eq!(r.flow, FlowId(3)),
+            d => panic!("{d:?}"),
+        }
+        let (d, t) = flash_reader_with_queued_behind(4);
+        assert_eq!(d, Decision::WaitUntil(t + 8 * MS));
+    }
 }
