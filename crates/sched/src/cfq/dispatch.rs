@@ -1572,4 +1572,60 @@ mod tests {
         let (d, t) = flash_reader_with_queued_behind(4);
         assert_eq!(d, Decision::WaitUntil(t + 8 * MS));
     }
+
+    // `cfq_arm_slice_timer` reads the think time of the process whose request started the slot (`active_cic`, set
+    // at the slot's first dispatch and kept until it expires), also on a queue that two processes share. Readers A
+    // (flow 1) and B (flow 2) read one file in alternate 128 KiB chunks, so their queues merge (as in
+    // `tests::cooperating_queues_merge_and_split`). Then A reads on its own, each read 16 ms after the previous one
+    // completed (A's mean think time grows past 10 ms), while B's stays about 0. In the last slot A's read goes
+    // first, then B's, which B queued last (so the shared queue keeps B's idle window); B's read completes with 5 ms
+    // of the slice left: less than A's mean think time, so CFQ does not idle and serves reader C, waiting since the
+    // slot began. Reading the think time of the last process served (B) instead, it would idle.
+    #[test]
+    fn a_shared_queue_is_idled_for_by_the_think_time_of_the_process_that_started_the_slot() {
+        let mut a = Reader::new(1, 0);
+        a.stride = 512;
+        let mut b = Reader::new(2, 256);
+        b.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+        sim.run(500 * MS);
+        for r in &mut sim.readers {
+            r.stop = 500 * MS;
+        }
+        sim.run(600 * MS);
+        let (mut next_a, mut next_b) = (sim.readers[0].next, sim.readers[1].next);
+        let mut c = sim.cfq;
+        let q = sync_q(&c, 1);
+        assert_eq!(sync_q(&c, 2), q, "merged");
+        let mut t = 600 * MS;
+        let mut id = 10_000;
+        for _ in 0..10 {
+            c.insert(rq(id, 1, next_a, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1));
+            t += MS;
+            c.completed(&r, t);
+            t += 16 * MS;
+            next_a += 512;
+            next_b += 512;
+            id += 1;
+        }
+        assert!(c.flows[&FlowId(1)].ttime.mean > 10 * MS);
+        assert!(c.flows[&FlowId(2)].ttime.mean < MS);
+        c.insert(rq(id, 1, next_a, true), t);
+        c.insert(rq(id + 1, 2, next_b, true), t);
+        c.insert(rq(id + 2, 3, 1_900_000_000, true), t);
+        let ra = dispatched(&mut c, t).unwrap();
+        let rb = dispatched(&mut c, t).unwrap();
+        assert_eq!((ra.flow, rb.flow), (FlowId(1), FlowId(2)));
+        assert_eq!(sync_q(&c, 2), q, "still shared");
+        c.completed(&ra, t + MS);
+        let end = c.queues[q as usize].slice_end;
+        assert!(c.queues[q as usize].idle_window);
+        c.completed(&rb, end - 5 * MS);
+        match c.dispatch(end - 5 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(3)),
+            d => panic!("{d:?}"),
+        }
+    }
 }
