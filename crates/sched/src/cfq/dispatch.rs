@@ -1409,7 +1409,7 @@ mod tests {
         assert_eq!(a.flow, FlowId(1));
         c.completed(&a, MS);
         let end = c.queues[q1].slice_end;
-        assert!(end % 2 == 0 && end > 2 * MS, "{end}");
+        assert!(end.is_multiple_of(2) && end > 2 * MS, "{end}");
         let t = end / 2;
         c.insert(rq(30, 3, 1_500_000_000, true), t);
         assert_eq!(c.queues[q1].pos.unwrap().key, 0, "flow 1 re-keyed to 0");
