@@ -1628,4 +1628,28 @@ mod tests {
             d => panic!("{d:?}"),
         }
     }
+
+    // Equal keys on one service tree keep the order of arrival (`cfq_service_tree_add` goes right on equal keys),
+    // whatever the queues' ages. Flows 1 and 2 (priority 0: no slice offset, so keys are arrival times) each read
+    // once alone, flow 1 first, so flow 1's queue is the older one; at 100 ms flow 2 queues a read and then flow 1,
+    // at the same instant: both are keyed 100 ms, and flow 2, first to arrive, is served first (where
+    // `queues_with_equal_keys_are_served_in_order_of_arrival` has the older queue arrive first).
+    #[test]
+    fn equal_keys_go_in_order_of_arrival_not_of_queue_age() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for (f, t) in [(1, 0), (2, 20 * MS)] {
+            c.insert(rq(u64::from(f), f, 1000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS);
+        }
+        assert!(sync_q(&c, 1) < sync_q(&c, 2), "flow 1's queue is the older");
+        c.insert(rq(12, 2, 900_000_000, true), 100 * MS);
+        c.insert(rq(11, 1, 500_000_000, true), 100 * MS);
+        let (q1, q2) = (sync_q(&c, 1) as usize, sync_q(&c, 2) as usize);
+        assert_eq!(c.queues[q1].pos.unwrap().key, c.queues[q2].pos.unwrap().key);
+        assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(2));
+    }
 }
