@@ -1652,4 +1652,36 @@ mod tests {
         assert_eq!(c.queues[q1].pos.unwrap().key, c.queues[q2].pos.unwrap().key);
         assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(2));
     }
+
+    // `cfq_completed_request`: a slot whose slice is over when a request completes ends there as timed out
+    // (`cfq_slice_expired(cfqd, 1)`), so the overrun is carried into the queue's next key (`slice_resid = slice_end -
+    // jiffies`, negative). Flows 1, 2 and 3 read at priority 0 (keys are arrival times). Flow 1 queues three reads
+    // and flow 2 one at 0; flow 1 sends two, the first completes at 1 ms (its slice then ends at `e`), the second
+    // 100 ms after `e`: flow 1's slot ends with a 100 ms overrun and is keyed at `e + 200 ms`. Flow 2 is served,
+    // flow 3 queues a read at `e + 110 ms`, and when flow 2's slot ends (its read completes at `e + 120 ms`, then
+    // 8 ms of idling) flow 3 goes before flow 1. Ended without the overrun (at the next dispatch call), flow 1
+    // would be keyed `e + 100 ms` and go first.
+    #[test]
+    fn a_slot_that_overran_its_slice_carries_the_overrun_into_its_next_key() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2, 3] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for i in 0..3 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(20, 2, 900_000_000, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
+        c.completed(&a, MS);
+        let e = c.queues[sync_q(&c, 1) as usize].slice_end;
+        c.completed(&b, e + 100 * MS);
+        let r2 = dispatched(&mut c, e + 100 * MS).unwrap();
+        assert_eq!(r2.flow, FlowId(2));
+        c.insert(rq(30, 3, 1_500_000_000, true), e + 110 * MS);
+        c.completed(&r2, e + 120 * MS);
+        assert_eq!(c.dispatch(e + 120 * MS), Decision::WaitUntil(e + 128 * MS));
+        assert_eq!(dispatched(&mut c, e + 128 * MS).unwrap().flow, FlowId(3));
+    }
 }
