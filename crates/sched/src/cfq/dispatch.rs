@@ -1684,4 +1684,21 @@ mod tests {
         assert_eq!(c.dispatch(e + 120 * MS), Decision::WaitUntil(e + 128 * MS));
         assert_eq!(dispatched(&mut c, e + 128 * MS).unwrap().flow, FlowId(3));
     }
+
+    // `cfq_arm_slice_timer`: "there are other queues in the group, don't do group idle". As in
+    // `group_idling_is_only_for_the_last_queue_of_a_group` (slice_idle=0, group_idle 8 ms), but flow 2's read is
+    // queued before flow 1 is served, so that it does not preempt flow 1 (an emptied queue that should not idle is
+    // preempted by any newcomer of its group) and flow 1 is still in service at its completion (1 ms) with flow 2
+    // busy in the group: no group idling, flow 2 is served at 1 ms.
+    #[test]
+    fn no_group_idling_while_another_queue_of_the_group_is_busy() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        assert_eq!(r.flow, FlowId(1));
+        c.completed(&r, MS);
+        assert_eq!(c.active, Some(sync_q(&c, 1)), "flow 1 still in service");
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
 }
