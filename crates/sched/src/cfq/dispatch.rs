@@ -1273,4 +1273,432 @@ mod tests {
         c.completed(&r, MS);
         assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
     }
+
+    /// As `four_reads_thinking_4_ms`, with the fourth read served in `last` (the first three in 1 ms each): the
+    /// fourth completion comes at 19 ms + `last`. Flow 2 queues its read at the first one only with `flow_2`.
+    fn four_reads_thinking_4_ms_last_in(c: &mut Cfq, last: Time, flow_2: bool) -> Time {
+        let mut t = 0;
+        for (i, service) in [(1, MS), (2, MS), (3, MS), (4, last)] {
+            t += 4 * MS;
+            c.insert(rq(i, 1, i * 16, true), t);
+            let r = dispatched(c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1), "request {i}");
+            if i == 1 && flow_2 {
+                c.insert(rq(100, 2, 900_000_000, true), t);
+            }
+            t += service;
+            c.completed(&r, t);
+        }
+        t
+    }
+
+    // `cfq_arm_slice_timer` skips idling only when the slice left is strictly shorter than the process's mean think
+    // time (`slice_end - jiffies < ttime_mean`). As in `no_idling_when_the_think_time_exceeds_the_slice_left`
+    // (flow 2 waits in the same group; flow 1's 20 ms slice runs from its first completion at 5 ms to 25 ms), flow 1
+    // thinks 4 ms before each of its four reads (a mean of 4.036 ms, `mean_of_four_4_ms_thinks`); the fourth read
+    // is served so that it completes with exactly that much of the slice left (at 25 ms minus the mean): CFQ still
+    // idles for flow 1 (slice_idle, 8 ms) rather than serve flow 2.
+    #[test]
+    fn a_think_time_equal_to_the_slice_left_is_still_idled_for() {
+        let mean = mean_of_four_4_ms_thinks();
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean, true);
+        assert_eq!(t, 25 * MS - mean);
+        assert_eq!(c.flows[&FlowId(1)].ttime.mean, mean);
+        assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 25 * MS);
+        assert_eq!(c.dispatch(t), Decision::WaitUntil(t + 8 * MS));
+    }
+
+    // The FIFO holds only queued requests: a request the elevator sends from behind the FIFO's head leaves the
+    // FIFO too (`cfq_remove_request` unlinks it), so its entry can never send a later request early, even one that
+    // reuses its storage slot here. Flow 1 (one-tag disk) queues X (sector 1 000 000) and A (sector 100) at 0; A,
+    // nearer the head, goes first, its entry behind X's. N (sector 900 000 000) arrives at 50 ms and takes A's slot,
+    // then Y (1 000 400). A completes at 60 ms: X goes; an RT reader arrives and preempts flow 1, and holds the
+    // disk until 140 ms plus 8 ms of idling. Flow 1's new slot at 148 ms checks the FIFO first: its oldest request
+    // N (queued at 50 ms) expires only at 175 ms (fifo_expire_sync 125 ms), so the elevator's choice from X's end,
+    // Y, goes first, then N; A's entry, had it stayed, would have expired at 125 ms and sent N first.
+    #[test]
+    fn a_request_the_elevator_sent_leaves_no_fifo_entry_behind() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Rt, 4), 0);
+        c.insert(rq(1, 1, 1_000_000, true), 0);
+        c.insert(rq(2, 1, 100, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.id.0, 2);
+        let slot_a = c.rqs.iter().position(Option::is_none);
+        c.insert(rq(3, 1, 900_000_000, true), 50 * MS);
+        assert!(
+            slot_a.is_some() && c.rqs[slot_a.unwrap()].as_ref().unwrap().rq.id.0 == 3,
+            "N reuses A's slot"
+        );
+        c.insert(rq(4, 1, 1_000_400, true), 50 * MS);
+        c.completed(&a, 60 * MS);
+        let x = dispatched(&mut c, 60 * MS).unwrap();
+        assert_eq!(x.id.0, 1);
+        c.insert(rq(10, 2, 1_500_000_000, true), 60 * MS);
+        c.completed(&x, 61 * MS);
+        let rt = dispatched(&mut c, 61 * MS).unwrap();
+        assert_eq!(rt.flow, FlowId(2));
+        c.completed(&rt, 140 * MS);
+        assert_eq!(c.dispatch(140 * MS), Decision::WaitUntil(148 * MS));
+        let y = dispatched(&mut c, 148 * MS).unwrap();
+        assert_eq!(y.id.0, 4);
+        c.completed(&y, 149 * MS);
+        assert_eq!(dispatched(&mut c, 149 * MS).unwrap().id.0, 3);
+    }
+
+    /// The mean think time of `four_reads_thinking_4_ms_last_in`'s flow 1 after its fourth read: the decaying
+    /// average of four 4 ms samples (flow start at 0, then completions at 5, 10 and 15 ms), 4.036 ms with the
+    /// filter's integer weights (32, 60, 84, 105).
+    fn mean_of_four_4_ms_thinks() -> Time {
+        let mut mean = super::super::idle::ThinkTime::new(0);
+        for (arrival, last_end) in [(4, 0), (9, 5), (14, 10), (19, 15)] {
+            mean.last_end = last_end * MS;
+            mean.sample(arrival * MS, 8 * MS);
+        }
+        assert!((4 * MS..4 * MS + 40 * US).contains(&mean.mean), "{}", mean.mean);
+        mean.mean
+    }
+
+    // `cfq_should_wait_busy` stretches the slice of a group's last queue only when the slice left is strictly
+    // shorter than the process's mean think time (`slice_end - jiffies < ttime_mean`) or down to its last jiffy;
+    // a queue so marked ends its slot as soon as its next request arrives (`cfq_select_queue`: the group was kept
+    // backlogged for it). Flow 1 is alone in the root group (20 ms slice from 5 ms to 25 ms, four reads thinking
+    // 4 ms, as in `a_think_time_equal_to_the_slice_left_is_still_idled_for`); its fourth read completes with
+    // exactly its mean think time left: not marked, CFQ idles for it (8 ms). Flow 2 queues a far read in the same
+    // group 1 ms later (no preemption: flow 1 idles and the read is not close), and flow 1's next read, 4 ms after
+    // its completion and still before 25 ms, is served in flow 1's slot. Marked wait-busy, flow 1's slot would end
+    // there and flow 2 (keyed at its arrival, ahead of flow 1 re-keyed one 80 ms priority gap later) would be served.
+    #[test]
+    fn a_groups_last_queue_with_exactly_its_think_time_left_is_not_stretched() {
+        let mean = mean_of_four_4_ms_thinks();
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=20"]);
+        c.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        let t = four_reads_thinking_4_ms_last_in(&mut c, 6 * MS - mean, false);
+        assert_eq!(t, 25 * MS - mean);
+        assert_eq!(c.flows[&FlowId(1)].ttime.mean, mean);
+        c.insert(rq(100, 2, 900_000_000, true), t + MS);
+        assert_eq!(c.dispatch(t + MS), Decision::WaitUntil(t + 8 * MS));
+        c.insert(rq(5, 1, 5 * 16, true), t + 4 * MS);
+        assert!(t + 4 * MS < 25 * MS);
+        assert_eq!(dispatched(&mut c, t + 4 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `cfq_service_tree_add`: a queue re-added with the key and tree it already has keeps its place ("same
+    // position, nothing more to do"), ahead of queues that got the same key after it. Flows 1 and 2 read at
+    // priority 0 (no slice offset: keys are arrival times, so both are keyed 0, flow 1 first). Flow 1 is served from
+    // 0; its first completion at 1 ms starts its slice, which ends at `end`. An RT reader preempts it at exactly
+    // `end / 2`: flow 1 keeps the unused `end / 2` of its slice, taken off its new key, `end / 2 - end / 2 = 0`, its
+    // old key. When the RT reader is done (its request completes 1 ms later, then 8 ms of idling), flow 1, still
+    // ahead of flow 2 on the tree, is served first; re-inserted behind its equal, it would follow flow 2.
+    #[test]
+    fn a_queue_re_keyed_to_its_own_key_keeps_its_place_among_equals() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        c.flow_started(&FlowInfo::new(FlowId(3)).with_class(IoClass::Rt, 4), 0);
+        for i in 0..10 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(20, 2, 900_000_000, true), 0);
+        let (q1, q2) = (sync_q(&c, 1) as usize, sync_q(&c, 2) as usize);
+        assert_eq!((c.queues[q1].pos.unwrap().key, c.queues[q2].pos.unwrap().key), (0, 0));
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.flow, FlowId(1));
+        c.completed(&a, MS);
+        let end = c.queues[q1].slice_end;
+        assert!(end.is_multiple_of(2) && end > 2 * MS, "{end}");
+        let t = end / 2;
+        c.insert(rq(30, 3, 1_500_000_000, true), t);
+        assert_eq!(c.queues[q1].pos.unwrap().key, 0, "flow 1 re-keyed to 0");
+        let rt = dispatched(&mut c, t).unwrap();
+        assert_eq!(rt.flow, FlowId(3));
+        c.completed(&rt, t + MS);
+        assert_eq!(c.dispatch(t + MS), Decision::WaitUntil(t + 9 * MS));
+        assert_eq!(dispatched(&mut c, t + 9 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `cfq_cfqq_slice_usage` (3.13): a slot is charged from its first completion (the slice start), at most its
+    // allocated slice. Readers 1 and 2 are each alone in a group of weight 500 (groups 1 and 2): group 1, busy first,
+    // starts at vdisktime 0, group 2 goes `CFQ_IDLE_DELAY` (200 ms) behind it; a charge costs vdisktime
+    // charge x 1000 / 500 (total weight over the group's). Reader 1 sends two of its three reads at 0; the first
+    // completes at 50 ms (an 80 ms slice, to 130 ms), the second at 300 ms, past the slice end: the slot ends and is
+    // charged 80 ms (160 ms of vdisktime, below group 2's 200 ms), so reader 1 is served again. Charged from its
+    // first dispatch without the cap (300 ms, 600 ms of vdisktime), group 1 would go behind group 2.
+    #[test]
+    fn a_slot_is_charged_from_its_first_completion_at_most_its_slice() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=80"]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(f)), 0);
+        }
+        for i in 0..3 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(10, 2, 900_000_000, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
+        c.completed(&a, 50 * MS);
+        assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 130 * MS);
+        c.completed(&b, 300 * MS);
+        assert_eq!(dispatched(&mut c, 300 * MS).unwrap().flow, FlowId(1));
+    }
+
+    // `cfq_cfqq_slice_usage` (3.13): a slot that ends at its first completion ("expired immediately after first
+    // request completion") is charged the time since its first dispatch, at least a jiffy, so that queues sending
+    // one slow request each still cost their group. Groups as in
+    // `a_slot_is_charged_from_its_first_completion_at_most_its_slice` (group 1 at vdisktime 0, group 2 at 200 ms,
+    // charges doubled); group 1 holds writer 1 and reader 3, group 2 reader 2. The writer's key (the first queue of
+    // an idle group, one 140 ms priority gap ahead) is the group's lowest, so its write goes first, at 0, and
+    // completes at 120 ms; the writer is empty and not idled for (async), so its slot ends there: charged 120 ms
+    // (240 ms of vdisktime), group 1 goes behind group 2 and reader 2 is served. Charged nothing, group 1 would
+    // stay at 0 and reader 3 would go first.
+    #[test]
+    fn a_slot_ending_at_its_first_completion_is_charged_from_its_first_dispatch() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for (f, g) in [(1, 1), (3, 1), (2, 2)] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(g)), 0);
+        }
+        c.insert(rq(1, 1, 1000, false), 0);
+        c.insert(rq(3, 3, 500_000_000, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(1));
+        c.completed(&w, 120 * MS);
+        assert_eq!(dispatched(&mut c, 120 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_group_served` (3.13) charges an async queue its whole allocated slice only when its group has no sync
+    // queue busy (`!cfq_cfqq_sync(cfqq) && !nr_sync`); otherwise the time it used. Groups and queues as in
+    // `a_slot_ending_at_its_first_completion_is_charged_from_its_first_dispatch` (group 1: writer 1 and reader 3;
+    // group 2, 200 ms of vdisktime behind: reader 2; charges doubled), with a 200 ms async slice (slice_async=200,
+    // no low-latency scaling; the writer's key then ties with reader 3's at 0 and the ASYNC type, scanned first,
+    // wins). The write completes at 60 ms and the writer's slot ends: reader 3 is busy in the group, so the slot is
+    // charged 60 ms (120 ms of vdisktime) and group 1, still ahead of group 2, serves reader 3. Charged its 200 ms
+    // slice (400 ms), group 1 would go behind group 2.
+    #[test]
+    fn an_async_queue_next_to_a_busy_sync_queue_is_charged_the_time_it_used() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_async=200", "low_latency=0"]);
+        for (f, g) in [(1, 1), (3, 1), (2, 2)] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(g)), 0);
+        }
+        c.insert(rq(1, 1, 1000, false), 0);
+        c.insert(rq(3, 3, 500_000_000, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(1));
+        let wq = c.active.unwrap() as usize;
+        c.completed(&w, 60 * MS);
+        assert_eq!(c.queues[wq].allocated_slice, 200 * MS);
+        assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(3));
+    }
+
+    // `cfq_group_served` saves the group's workload context only while the workload slice lasts
+    // (`time_after(workload_expires, jiffies)`); a slice over exactly at the expiry is not saved, so the next
+    // choice is made afresh, by lowest key. Reader A (flow 1, 10 ms slices) is served from 0 on the SYNC workload,
+    // whose slice ends at `e`; writer W (flow 3) queues at 1 ms (keyed 1 ms). A's second request completes at
+    // exactly `e`, after A's slice ended: A's slot ends, A is re-keyed after W, and W, the lowest key, is served.
+    // Had the context been saved with 0 left, the SYNC type would be restored with its slice ending now, kept,
+    // and A served again.
+    #[test]
+    fn a_workload_slice_ending_exactly_at_an_expiry_is_not_kept() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        for i in 0..4 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        let a = dispatched(&mut c, 0).unwrap();
+        assert_eq!(a.flow, FlowId(1));
+        let e = c.workload_expires.unwrap();
+        c.insert(rq(10, 3, 900_000_000, false), MS);
+        c.completed(&a, MS);
+        let b = dispatched(&mut c, MS).unwrap();
+        assert_eq!(b.flow, FlowId(1));
+        assert!(c.queues[sync_q(&c, 1) as usize].slice_end < e, "{e}");
+        c.completed(&b, e);
+        assert_eq!(dispatched(&mut c, e).unwrap().flow, FlowId(3));
+    }
+
+    /// On a flash device (group_idle=0) a reader (flow 1, 128 KiB reads 128 KiB apart, so not seeky there) keeps one
+    /// read on the device and `behind` more queued, issuing a new one at each completion, while a writer (flow 3)
+    /// has ten writes queued (so the NCQ detector's load condition, more than five queued, holds at every
+    /// completion). After 60 such completions 0.5 ms apart (one slot: the reader's slice is 100 ms) the reader
+    /// drains its queue; returns the answer of the dispatch call at its last completion, and that time.
+    fn flash_reader_with_queued_behind(behind: u64) -> (Decision, Time) {
+        use crate::types::{Direction, RequestId};
+        let read = |id: u64| Request::new(RequestId(id), FlowId(1), Direction::Read, true, id * 512, 256);
+        let mut c = cfq(&DeviceInfo::ssd(), &["group_idle=0"]);
+        for id in 0..=behind {
+            c.insert(read(id), 0);
+        }
+        let mut on_device = dispatched(&mut c, 0).unwrap();
+        for i in 0..10 {
+            c.insert(rq(1000 + i, 3, 100_000_000 + i * 1000, false), 0);
+        }
+        let mut t = 0;
+        let mut next = behind + 1;
+        for k in 0..60 + behind {
+            t += 500 * US;
+            c.completed(&on_device, t);
+            match c.dispatch(t) {
+                Decision::Dispatch(r) if r.flow == FlowId(1) => on_device = r,
+                d => panic!("completion {k}: {d:?}"),
+            }
+            if k < 60 {
+                c.insert(read(next), t);
+                next += 1;
+            }
+        }
+        assert!(c.queues[sync_q(&c, 1) as usize].is_empty());
+        t += 500 * US;
+        c.completed(&on_device, t);
+        (c.dispatch(t), t)
+    }
+
+    // `cfq_update_hw_tag` (3.13) does not count a completion toward the NCQ decision while the active queue can
+    // idle and holds too little to fill the device (`idle_window && dispatched + queued < CFQ_HW_QUEUE_MIN (5) &&
+    // rq_in_driver < 5`): CFQ itself keeps the device shallow then. With one read on the device and one queued (2 <
+    // 5) every completion is skipped, the detector stays undecided, which counts as queueing, and on a queueing
+    // flash device with group_idle=0 CFQ does not idle: the writer is served at the reader's last completion. With
+    // four queued (5, not < 5) the completions count: after more than 50, with at most one request ever on the
+    // device, the device is found not to queue, and CFQ idles for the emptied reader (slice_idle, 8 ms).
+    #[test]
+    fn completions_of_a_shallow_idling_queue_do_not_count_toward_the_ncq_decision() {
+        match flash_reader_with_queued_behind(1) {
+            (Decision::Dispatch(r), _) => assert_eq!(r.flow, FlowId(3)),
+            d => panic!("{d:?}"),
+        }
+        let (d, t) = flash_reader_with_queued_behind(4);
+        assert_eq!(d, Decision::WaitUntil(t + 8 * MS));
+    }
+
+    // `cfq_arm_slice_timer` reads the think time of the process whose request started the slot (`active_cic`, set
+    // at the slot's first dispatch and kept until it expires), also on a queue that two processes share. Readers A
+    // (flow 1) and B (flow 2) read one file in alternate 128 KiB chunks, so their queues merge (as in
+    // `tests::cooperating_queues_merge_and_split`). Then A reads on its own, each read 16 ms after the previous one
+    // completed (A's mean think time grows past 10 ms), while B's stays about 0. In the last slot A's read goes
+    // first, then B's, which B queued last (so the shared queue keeps B's idle window); B's read completes with 5 ms
+    // of the slice left: less than A's mean think time, so CFQ does not idle and serves reader C, waiting since the
+    // slot began. Reading the think time of the last process served (B) instead, it would idle.
+    #[test]
+    fn a_shared_queue_is_idled_for_by_the_think_time_of_the_process_that_started_the_slot() {
+        let mut a = Reader::new(1, 0);
+        a.stride = 512;
+        let mut b = Reader::new(2, 256);
+        b.stride = 512;
+        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+        sim.run(500 * MS);
+        for r in &mut sim.readers {
+            r.stop = 500 * MS;
+        }
+        sim.run(600 * MS);
+        let (mut next_a, mut next_b) = (sim.readers[0].next, sim.readers[1].next);
+        let mut c = sim.cfq;
+        let q = sync_q(&c, 1);
+        assert_eq!(sync_q(&c, 2), q, "merged");
+        let mut t = 600 * MS;
+        let mut id = 10_000;
+        for _ in 0..10 {
+            c.insert(rq(id, 1, next_a, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow, FlowId(1));
+            t += MS;
+            c.completed(&r, t);
+            t += 16 * MS;
+            next_a += 512;
+            next_b += 512;
+            id += 1;
+        }
+        assert!(c.flows[&FlowId(1)].ttime.mean > 10 * MS);
+        assert!(c.flows[&FlowId(2)].ttime.mean < MS);
+        c.insert(rq(id, 1, next_a, true), t);
+        c.insert(rq(id + 1, 2, next_b, true), t);
+        c.insert(rq(id + 2, 3, 1_900_000_000, true), t);
+        let ra = dispatched(&mut c, t).unwrap();
+        let rb = dispatched(&mut c, t).unwrap();
+        assert_eq!((ra.flow, rb.flow), (FlowId(1), FlowId(2)));
+        assert_eq!(sync_q(&c, 2), q, "still shared");
+        c.completed(&ra, t + MS);
+        let end = c.queues[q as usize].slice_end;
+        assert!(c.queues[q as usize].idle_window);
+        c.completed(&rb, end - 5 * MS);
+        match c.dispatch(end - 5 * MS) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(3)),
+            d => panic!("{d:?}"),
+        }
+    }
+
+    // Equal keys on one service tree keep the order of arrival (`cfq_service_tree_add` goes right on equal keys),
+    // whatever the queues' ages. Flows 1 and 2 (priority 0: no slice offset, so keys are arrival times) each read
+    // once alone, flow 1 first, so flow 1's queue is the older one; at 100 ms flow 2 queues a read and then flow 1,
+    // at the same instant: both are keyed 100 ms, and flow 2, first to arrive, is served first (where
+    // `queues_with_equal_keys_are_served_in_order_of_arrival` has the older queue arrive first).
+    #[test]
+    fn equal_keys_go_in_order_of_arrival_not_of_queue_age() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for (f, t) in [(1, 0), (2, 20 * MS)] {
+            c.insert(rq(u64::from(f), f, 1000, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            c.completed(&r, t + MS);
+        }
+        assert!(sync_q(&c, 1) < sync_q(&c, 2), "flow 1's queue is the older");
+        c.insert(rq(12, 2, 900_000_000, true), 100 * MS);
+        c.insert(rq(11, 1, 500_000_000, true), 100 * MS);
+        let (q1, q2) = (sync_q(&c, 1) as usize, sync_q(&c, 2) as usize);
+        assert_eq!(c.queues[q1].pos.unwrap().key, c.queues[q2].pos.unwrap().key);
+        assert_eq!(dispatched(&mut c, 100 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_completed_request`: a slot whose slice is over when a request completes ends there as timed out
+    // (`cfq_slice_expired(cfqd, 1)`), so the overrun is carried into the queue's next key (`slice_resid = slice_end -
+    // jiffies`, negative). Flows 1, 2 and 3 read at priority 0 (keys are arrival times). Flow 1 queues three reads
+    // and flow 2 one at 0; flow 1 sends two, the first completes at 1 ms (its slice then ends at `e`), the second
+    // 100 ms after `e`: flow 1's slot ends with a 100 ms overrun and is keyed at `e + 200 ms`. Flow 2 is served,
+    // flow 3 queues a read at `e + 110 ms`, and when flow 2's slot ends (its read completes at `e + 120 ms`, then
+    // 8 ms of idling) flow 3 goes before flow 1. Ended without the overrun (at the next dispatch call), flow 1
+    // would be keyed `e + 100 ms` and go first.
+    #[test]
+    fn a_slot_that_overran_its_slice_carries_the_overrun_into_its_next_key() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        for f in [1, 2, 3] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_class(IoClass::Be, 0), 0);
+        }
+        for i in 0..3 {
+            c.insert(rq(i, 1, 1000 + i * 100, true), 0);
+        }
+        c.insert(rq(20, 2, 900_000_000, true), 0);
+        let a = dispatched(&mut c, 0).unwrap();
+        let b = dispatched(&mut c, 0).unwrap();
+        assert_eq!((a.flow, b.flow), (FlowId(1), FlowId(1)));
+        c.completed(&a, MS);
+        let e = c.queues[sync_q(&c, 1) as usize].slice_end;
+        c.completed(&b, e + 100 * MS);
+        let r2 = dispatched(&mut c, e + 100 * MS).unwrap();
+        assert_eq!(r2.flow, FlowId(2));
+        c.insert(rq(30, 3, 1_500_000_000, true), e + 110 * MS);
+        c.completed(&r2, e + 120 * MS);
+        assert_eq!(c.dispatch(e + 120 * MS), Decision::WaitUntil(e + 128 * MS));
+        assert_eq!(dispatched(&mut c, e + 128 * MS).unwrap().flow, FlowId(3));
+    }
+
+    // `cfq_arm_slice_timer`: "there are other queues in the group, don't do group idle". As in
+    // `group_idling_is_only_for_the_last_queue_of_a_group` (slice_idle=0, group_idle 8 ms), but flow 2's read is
+    // queued before flow 1 is served, so that it does not preempt flow 1 (an emptied queue that should not idle is
+    // preempted by any newcomer of its group) and flow 1 is still in service at its completion (1 ms) with flow 2
+    // busy in the group: no group idling, flow 2 is served at 1 ms.
+    #[test]
+    fn no_group_idling_while_another_queue_of_the_group_is_busy() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0"]);
+        c.insert(rq(1, 1, 0, true), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        assert_eq!(r.flow, FlowId(1));
+        c.completed(&r, MS);
+        assert_eq!(c.active, Some(sync_q(&c, 1)), "flow 1 still in service");
+        assert_eq!(dispatched(&mut c, MS).unwrap().flow, FlowId(2));
+    }
 }

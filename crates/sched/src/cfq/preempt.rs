@@ -371,4 +371,43 @@ mod tests {
         c.insert(request(3, FlowId(3), true, 1 << 41, false), now);
         assert_eq!(c.active, Some(a), "reader 1 still in service");
     }
+
+    // `cfq_should_preempt` (3.13) lets a SYNC_NOIDLE newcomer preempt only "if we are idling on the sync-noidle
+    // tree": its tree must hold exactly two queues (its own and the one in service). A newcomer alone on its
+    // SYNC_NOIDLE tree does not preempt a queue that idles as the last of another tree. Reader 1 starts its slot on
+    // the SYNC tree (fresh, with an idle window) and turns seeky in service: it loses its idle window (its type is
+    // now SYNC_NOIDLE) but keeps its place on the SYNC tree until it is re-added, where it is the tree's last queue,
+    // so CFQ still idles for it (`cfq_should_idle`: `st->count == 1`, the tree's think time 0). Reader 2, seeky, queues
+    // a far request: it is alone on the SYNC_NOIDLE tree (count 1), the request is not close, so reader 1 keeps the
+    // disk and its idle wait (until 8 ms after its last completion).
+    #[test]
+    fn a_newcomer_alone_on_its_sync_noidle_tree_does_not_preempt_an_idling_queue() {
+        use crate::types::Decision;
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=2 {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        let mut now = make_seeky(&mut c, 2, 0);
+        let sync = super::super::service_tree::tree_index(IoClass::Be, Workload::Sync);
+        let mut a = None;
+        for k in 0..6u64 {
+            c.insert(request(10 + k, FlowId(1), true, (1 << 36) + k * 10_000_000, false), now);
+            let r = dispatched(&mut c, now).expect("reader 1 is served at once");
+            assert_eq!(r.flow, FlowId(1));
+            assert_eq!(*a.get_or_insert(c.active.unwrap()), c.active.unwrap(), "one slot");
+            now += MS;
+            c.completed(&r, now);
+        }
+        let a = a.unwrap();
+        let aq = &c.queues[a as usize];
+        assert!(aq.seeky() && aq.workload() == Workload::SyncNoIdle && aq.wait_request);
+        assert_eq!(aq.pos.unwrap().tree, sync, "still on the SYNC tree");
+        c.insert(request(30, FlowId(2), true, 1 << 40, false), now);
+        let q2 = c.flows[&FlowId(2)].sync_q.unwrap() as usize;
+        let tree = c.queues[q2].pos.unwrap().tree;
+        assert_eq!(c.groups[0].trees[tree].count(), 1, "reader 2 alone on SYNC_NOIDLE");
+        assert_eq!(c.active, Some(a), "reader 1 still in service");
+        assert_eq!(c.dispatch(now), Decision::WaitUntil(now + 8 * MS));
+    }
 }
