@@ -1422,11 +1422,11 @@ mod tests {
 
     // `cfq_cfqq_slice_usage` (3.13): a slot is charged from its first completion (the slice start), at most its
     // allocated slice. Readers 1 and 2 are each alone in a group of weight 500 (groups 1 and 2): group 1, busy first,
-    // starts at vdisktime 0, group 2 goes `CFQ_IDLE_DELAY` (200 ms) behind it; a charge costs vdisktime
-    // charge x 1000 / 500 (total weight over the group's). Reader 1 sends two of its three reads at 0; the first
-    // completes at 50 ms (an 80 ms slice, to 130 ms), the second at 300 ms, past the slice end: the slot ends and is
-    // charged 80 ms (160 ms of vdisktime, below group 2's 200 ms), so reader 1 is served again. Charged from its
-    // first dispatch without the cap (300 ms, 600 ms of vdisktime), group 1 would go behind group 2.
+    // starts at vdisktime 0, group 2 goes `CFQ_IDLE_DELAY` in vdisktime's fixed-point units (48 828 ns) behind it; a
+    // charge costs vdisktime charge x 1000 / 500 (total weight over the group's). Reader 1 sends two of its three
+    // reads at 0; the first completes at 50 ms (an 80 ms slice, to 130 ms), the second at 300 ms, past the slice
+    // end: the slot ends and is charged 80 ms, so group 1 moves to 160 ms of vdisktime (charged from its first
+    // dispatch without the cap, 300 ms: 600 ms), behind group 2, whose reader is served next.
     #[test]
     fn a_slot_is_charged_from_its_first_completion_at_most_its_slice() {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=80"]);
@@ -1443,13 +1443,15 @@ mod tests {
         c.completed(&a, 50 * MS);
         assert_eq!(c.queues[sync_q(&c, 1) as usize].slice_end, 130 * MS);
         c.completed(&b, 300 * MS);
-        assert_eq!(dispatched(&mut c, 300 * MS).unwrap().flow, FlowId(1));
+        let g1 = c.group_index[&GroupId(1)] as usize;
+        assert_eq!(c.groups[g1].vdisktime, 160 * MS, "80 ms charged at half the weight");
+        assert_eq!(dispatched(&mut c, 300 * MS).unwrap().flow, FlowId(2));
     }
 
     // `cfq_cfqq_slice_usage` (3.13): a slot that ends at its first completion ("expired immediately after first
     // request completion") is charged the time since its first dispatch, at least a jiffy, so that queues sending
     // one slow request each still cost their group. Groups as in
-    // `a_slot_is_charged_from_its_first_completion_at_most_its_slice` (group 1 at vdisktime 0, group 2 at 200 ms,
+    // `a_slot_is_charged_from_its_first_completion_at_most_its_slice` (group 1 at vdisktime 0, group 2 at 48 828 ns,
     // charges doubled); group 1 holds writer 1 and reader 3, group 2 reader 2. The writer's key (the first queue of
     // an idle group, one 140 ms priority gap ahead) is the group's lowest, so its write goes first, at 0, and
     // completes at 120 ms; the writer is empty and not idled for (async), so its slot ends there: charged 120 ms
@@ -1473,11 +1475,11 @@ mod tests {
     // `cfq_group_served` (3.13) charges an async queue its whole allocated slice only when its group has no sync
     // queue busy (`!cfq_cfqq_sync(cfqq) && !nr_sync`); otherwise the time it used. Groups and queues as in
     // `a_slot_ending_at_its_first_completion_is_charged_from_its_first_dispatch` (group 1: writer 1 and reader 3;
-    // group 2, 200 ms of vdisktime behind: reader 2; charges doubled), with a 200 ms async slice (slice_async=200,
-    // no low-latency scaling; the writer's key then ties with reader 3's at 0 and the ASYNC type, scanned first,
-    // wins). The write completes at 60 ms and the writer's slot ends: reader 3 is busy in the group, so the slot is
-    // charged 60 ms (120 ms of vdisktime) and group 1, still ahead of group 2, serves reader 3. Charged its 200 ms
-    // slice (400 ms), group 1 would go behind group 2.
+    // group 2, 48 828 ns of vdisktime behind: reader 2; charges doubled), with a 200 ms async slice
+    // (slice_async=200, no low-latency scaling; the writer's key then ties with reader 3's at 0 and the ASYNC type,
+    // scanned first, wins). The write completes at 60 ms and the writer's slot ends: reader 3 is busy in the group,
+    // so the slot is charged the 60 ms it used, and group 1 moves to 120 ms of vdisktime (charged its 200 ms slice:
+    // 400 ms).
     #[test]
     fn an_async_queue_next_to_a_busy_sync_queue_is_charged_the_time_it_used() {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_async=200", "low_latency=0"]);
@@ -1492,7 +1494,10 @@ mod tests {
         let wq = c.active.unwrap() as usize;
         c.completed(&w, 60 * MS);
         assert_eq!(c.queues[wq].allocated_slice, 200 * MS);
-        assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(3));
+        // The writer's slot ends at the next dispatch, which charges group 1 and then picks group 2's reader.
+        assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(2));
+        let g1 = c.group_index[&GroupId(1)] as usize;
+        assert_eq!(c.groups[g1].vdisktime, 120 * MS, "60 ms charged at half the weight");
     }
 
     // `cfq_group_served` saves the group's workload context only while the workload slice lasts
