@@ -894,4 +894,47 @@ mod more_tests {
         }
         assert_eq!(order, [1, 1, 1, 2, 3]);
     }
+
+    // `cfq_may_queue` (3.13, `__cfq_may_queue`): the process whose sync queue CFQ idles for may take a request past
+    // a full pool (ELV_MQUEUE_MUST), once in the slot, so that the request CFQ waits for is not held up by the pool;
+    // a queue that is not waited for, another process's, and async requests (the shared async queues are never
+    // idled for) get no exemption. Flow 1's queue empties at 1 ms and CFQ idles for it until 9 ms.
+    #[test]
+    fn only_the_process_idled_for_may_allocate_past_a_full_pool_once_per_slot() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 1_900_000_000, true), 0);
+        assert!(
+            !c.may_queue_must(FlowId(1), true),
+            "not idled for while its request is on the device"
+        );
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert!(!c.may_queue_must(FlowId(2), true), "not the queue idled for");
+        assert!(!c.may_queue_must(FlowId(1), false), "async requests");
+        assert!(c.may_queue_must(FlowId(1), true), "the first ask of the slot");
+        assert!(!c.may_queue_must(FlowId(1), true), "only once per slot");
+    }
+
+    // The legacy block layer asks the elevator whether a new request would merge before it takes one from the pool
+    // (`elv_merge`: the back-merge hash and `cfq_merge`'s front-merge lookup, `cfq_allow_merge` allowing a merge
+    // only into the queue the request would go to). Flow 1 has a read queued at 1000 and a write at 3000: its read
+    // just after or just before the read would merge, and its write just after the write; a read with a gap, a
+    // read next to the write, flow 2's read next to flow 1's (another process's queue) would not, and neither
+    // would anything of a process that has no queue yet.
+    #[test]
+    fn a_request_would_merge_only_next_to_one_of_the_queue_it_goes_to() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        c.insert(rq(2, 1, 3000, false), 0);
+        c.insert(rq(3, 2, 9000, true), 0);
+        assert!(c.would_merge(&rq(10, 1, 1008, true)), "back merge");
+        assert!(c.would_merge(&rq(11, 1, 992, true)), "front merge");
+        assert!(c.would_merge(&rq(12, 1, 3008, false)), "a write after the write");
+        assert!(!c.would_merge(&rq(13, 1, 1016, true)), "a gap of 8 sectors");
+        assert!(!c.would_merge(&rq(14, 1, 3008, true)), "a read after the write");
+        assert!(!c.would_merge(&rq(15, 2, 1008, true)), "another process's queue");
+        assert!(!c.would_merge(&rq(16, 3, 1008, true)), "a process with no queue");
+    }
 }
