@@ -853,11 +853,13 @@ mod more_tests {
     // First, alone, flow 2 reads 6 times far apart (so it is seeky: 5 seeky requests of its last 32), then flows
     // 1 and 3 read once each (a new queue starts with an idle window and sits on the SYNC tree until it is placed
     // again, so each queue is placed once before the test proper). At 100 ms flow 1 queues 3 requests 8 sectors
-    // apart (it preempts flow 3's emptied queue, so it is served first), flow 2 one (key 100 ms) and flow 3,
-    // sequential, 3 (key 180 ms: `cfq_slice_offset`, 80 ms per other busy queue). When flow 1's queue has emptied,
-    // the workload in service goes on with the first queue of its tree, the tree still holding queues and its
-    // workload slice not having run out (`choose_wl_class_and_type`): flow 2, whose key is the earlier. Had the two
-    // sequential readers kept an idle window (the SYNC tree, a workload of their own), flow 3 would have been next.
+    // apart (it preempts flow 3's emptied queue, so it is served first), flow 2 one (key 11 ms: 100 ms less the
+    // 89 ms of slice it had left when flow 1 preempted it at 12 ms, `slice_resid`) and flow 3, sequential, 3 (key
+    // 165 ms: 80 ms of `cfq_slice_offset` for the other busy queue, less 15 ms of resid). When flow 1's queue has
+    // emptied, the workload in service goes on with the first queue of its tree, the tree still holding queues and
+    // its workload slice (300 ms from 12 ms) not having run out (`choose_wl_class_and_type`): flow 2, whose key is
+    // the earlier. Had the two sequential readers kept an idle window (the SYNC tree, a workload of their own),
+    // flow 3 would have been next.
     #[test]
     fn with_slice_idle_0_sequential_and_seeky_readers_share_one_tree() {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "group_idle=0"]);
