@@ -749,4 +749,194 @@ mod more_tests {
         assert_eq!(served_after_a_request_past_the_slice_end(8), FlowId(2));
         assert_eq!(served_after_a_request_past_the_slice_end(9), FlowId(1));
     }
+
+    // `cfq_merged_request` (3.13) re-sorts a front-merged request (`cfq_reposition_rq_rb`), and `cfq_add_rq_rb`
+    // chooses the queue's next request again between it and the current one (`cfq_choose_req`: forward distance,
+    // a back seek within `back_seek_max` costing twice its distance). Flow 1's first request leaves the head at
+    // 10 008. Queued behind it: 8 sectors at 9 908 (100 back: cost 200) and at 10 300 (292 ahead): the back seek is
+    // the next request. 200 sectors at 10 100 front-merge into the one at 10 300, which now starts 92 sectors
+    // ahead (cost 92 < 200): the grown request is the one served next.
+    #[test]
+    fn a_front_merged_request_that_came_nearer_the_head_is_served_next() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 10_000, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 1, 9_908, true), 0);
+        c.insert(rq(3, 1, 10_300, true), 0);
+        let front = Request::new(
+            RequestId(4),
+            FlowId(1),
+            crate::types::Direction::Read,
+            true,
+            10_100,
+            200,
+        );
+        c.insert(front, 0);
+        c.completed(&r, MS);
+        let next = dispatched(&mut c, MS).unwrap();
+        assert_eq!((next.id.0, next.sector, next.sectors), (3, 10_100, 208));
+    }
+
+    // `cfq_rq_enqueued`: a request for the queue CFQ idles for ends the wait at once, whatever its size, when other
+    // queues are busy. Flow 1 reads alone as in `served_after_a_request_past_the_slice_end` (10 ms slice from 1 ms
+    // to 11 ms, idle wait from 9.8 ms until 17.8 ms); flow 2's request far away arrives at 10.5 ms, during the
+    // wait and before the slice end (so it preempts nothing: the emptied queue should idle and the request is not
+    // close). Flow 1's next request, 8 sectors (a page), comes at 11.2 ms: the wait ends, and the slice being over
+    // the slot ends with it (`cfq_select_queue`), so flow 2 is served. (Alone, the same request would be served
+    // within the used slot: the test above.)
+    #[test]
+    fn with_another_queue_busy_a_page_sized_request_ends_the_wait_and_the_used_slot() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
+        let us = MS / 1000;
+        c.insert(rq(1, 1, 0, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        for ms in 1..=9u64 {
+            c.completed(&r, ms * MS);
+            c.insert(rq(10 + ms, 1, ms * 16, true), ms * MS + 300 * us);
+            r = dispatched(&mut c, ms * MS + 300 * us).unwrap();
+        }
+        c.completed(&r, 9 * MS + 800 * us);
+        c.insert(rq(32, 2, 1_900_000_000, true), 10 * MS + 500 * us);
+        assert_eq!(c.dispatch(10 * MS + 500 * us), Decision::WaitUntil(17 * MS + 800 * us));
+        c.insert(rq(30, 1, 400, true), 11 * MS + 200 * us);
+        assert_eq!(dispatched(&mut c, 11 * MS + 200 * us).unwrap().flow, FlowId(2));
+    }
+
+    // The idle timer (`cfq_idle_slice_timer`, a kernel timer) ends the wait at its deadline whatever call comes
+    // next; here it runs at its own deadline on the next call. Flow 1's queue emptied at 1 ms and CFQ idles for it
+    // until 9 ms; the next call is flow 1's new request at 12 ms. The timer found the queue still empty at 9 ms,
+    // with flow 2 busy, and ended flow 1's slot then (`cfq_slice_expired`): flow 2, waiting since 0, is served
+    // first, and flow 1's late request does not resume the ended slot.
+    #[test]
+    fn the_idle_timer_ends_the_slot_at_its_deadline_even_if_the_next_call_is_later() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 1_900_000_000, true), 0);
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        c.insert(rq(3, 1, 8, true), 12 * MS);
+        assert_eq!(dispatched(&mut c, 12 * MS).unwrap().flow, FlowId(2));
+    }
+
+    // `cfq_update_idle_window` (3.13) returns at once for an async queue, so an async queue never gets an idle
+    // window, and `cfq_should_idle` says no for it (the service-tree rule is for sync queues). Flow 1 reads with
+    // 0.3 ms of think time (a sync queue of its would keep an idle window), then writes: its async queue sends its
+    // one write at 12.9 ms and is empty. Flow 2's write (priority 3: another async queue of the group) arrives at
+    // 13 ms, while flow 1's write is on the device: flow 1's emptied async queue is not idled for (it is preempted,
+    // `cfq_should_preempt`, and would be expired by `cfq_select_queue` anyway), and flow 2's write is sent at once.
+    #[test]
+    fn an_async_queue_has_no_idle_window_and_gives_way_once_emptied() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        let us = MS / 1000;
+        c.flow_started(&FlowInfo::new(FlowId(2)).with_class(IoClass::Be, 3), 0);
+        c.insert(rq(1, 1, 0, true), 0);
+        let mut r = dispatched(&mut c, 0).unwrap();
+        for i in 1..=3u64 {
+            let t = i * 1300 * us;
+            c.completed(&r, t - 300 * us);
+            c.insert(rq(1 + i, 1, i * 8, true), t);
+            r = dispatched(&mut c, t).unwrap();
+        }
+        c.completed(&r, 4900 * us);
+        c.insert(rq(10, 1, 1_000_000_000, false), 5 * MS);
+        assert_eq!(c.dispatch(5 * MS), Decision::WaitUntil(12900 * us));
+        let w = dispatched(&mut c, 12900 * us).unwrap();
+        assert_eq!(w.id.0, 10);
+        c.insert(rq(20, 2, 1_500_000_000, false), 13 * MS);
+        assert_eq!(dispatched(&mut c, 13 * MS).map(|r| r.id.0), Some(20));
+    }
+
+    // 3.13 `cfq_update_idle_window`: with slice_idle 0 no sync queue keeps an idle window (`!cfqd->cfq_slice_idle`
+    // clears it, whatever the think time or seek pattern), so sequential and seeky readers alike go on the
+    // SYNC_NOIDLE tree and are served there in key order (slice_idle=0 and group_idle=0: nothing is idled for).
+    // First, alone, flow 2 reads 6 times far apart (so it is seeky: 5 seeky requests of its last 32), then flows
+    // 1 and 3 read once each (a new queue starts with an idle window and sits on the SYNC tree until it is placed
+    // again, so each queue is placed once before the test proper). At 100 ms flow 1 queues 3 requests 8 sectors
+    // apart (it preempts flow 3's emptied queue, so it is served first), flow 2 one (key 11 ms: 100 ms less the
+    // 89 ms of slice it had left when flow 1 preempted it at 12 ms, `slice_resid`) and flow 3, sequential, 3 (key
+    // 165 ms: 80 ms of `cfq_slice_offset` for the other busy queue, less 15 ms of resid). When flow 1's queue has
+    // emptied, the workload in service goes on with the first queue of its tree, the tree still holding queues and
+    // its workload slice (300 ms from 12 ms) not having run out (`choose_wl_class_and_type`): flow 2, whose key is
+    // the earlier. Had the two sequential readers kept an idle window (the SYNC tree, a workload of their own),
+    // flow 3 would have been next.
+    #[test]
+    fn with_slice_idle_0_sequential_and_seeky_readers_share_one_tree() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["slice_idle=0", "group_idle=0"]);
+        let mut t = 0;
+        for (i, (flow, sector)) in (0..6u64)
+            .map(|i| (2, (i + 1) * 10_000_000))
+            .chain([(1, 1_000), (3, 2_000)])
+            .enumerate()
+        {
+            c.insert(rq(i as u64, flow, sector, true), t);
+            let r = dispatched(&mut c, t).unwrap();
+            assert_eq!(r.flow.0, flow);
+            c.completed(&r, t + MS);
+            t += 2 * MS;
+        }
+        let t = 100 * MS;
+        for (id, flow, sector) in [
+            (10, 1, 0),
+            (11, 1, 16),
+            (12, 1, 32),
+            (13, 2, 900_000_000),
+            (14, 3, 500_000_000),
+            (15, 3, 500_000_016),
+            (16, 3, 500_000_032),
+        ] {
+            c.insert(rq(id, flow, sector, true), t);
+        }
+        let mut order = Vec::new();
+        for k in 0..5u64 {
+            let now = t + k * MS;
+            let r = dispatched(&mut c, now).unwrap();
+            order.push(r.flow.0);
+            c.completed(&r, now + MS);
+        }
+        assert_eq!(order, [1, 1, 1, 2, 3]);
+    }
+
+    // `cfq_may_queue` (3.13, `__cfq_may_queue`): the process whose sync queue CFQ idles for may take a request past
+    // a full pool (ELV_MQUEUE_MUST), once in the slot, so that the request CFQ waits for is not held up by the pool;
+    // a queue that is not waited for, another process's, and async requests (the shared async queues are never
+    // idled for) get no exemption. Flow 1's queue empties at 1 ms and CFQ idles for it until 9 ms.
+    #[test]
+    fn only_the_process_idled_for_may_allocate_past_a_full_pool_once_per_slot() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 0, true), 0);
+        let r = dispatched(&mut c, 0).unwrap();
+        c.insert(rq(2, 2, 1_900_000_000, true), 0);
+        assert!(
+            !c.may_queue_must(FlowId(1), true),
+            "not idled for while its request is on the device"
+        );
+        c.completed(&r, MS);
+        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        assert!(!c.may_queue_must(FlowId(2), true), "not the queue idled for");
+        assert!(!c.may_queue_must(FlowId(1), false), "async requests");
+        assert!(c.may_queue_must(FlowId(1), true), "the first ask of the slot");
+        assert!(!c.may_queue_must(FlowId(1), true), "only once per slot");
+    }
+
+    // The legacy block layer asks the elevator whether a new request would merge before it takes one from the pool
+    // (`elv_merge`: the back-merge hash and `cfq_merge`'s front-merge lookup, `cfq_allow_merge` allowing a merge
+    // only into the queue the request would go to). Flow 1 has a read queued at 1000 and a write at 3000: its read
+    // just after or just before the read would merge, and its write just after the write; a read with a gap, a
+    // read next to the write, flow 2's read next to flow 1's (another process's queue) would not, and neither
+    // would anything of a process that has no queue yet.
+    #[test]
+    fn a_request_would_merge_only_next_to_one_of_the_queue_it_goes_to() {
+        let mut c = cfq(&DeviceInfo::hdd(), &[]);
+        c.insert(rq(1, 1, 1000, true), 0);
+        c.insert(rq(2, 1, 3000, false), 0);
+        c.insert(rq(3, 2, 9000, true), 0);
+        assert!(c.would_merge(&rq(10, 1, 1008, true)), "back merge");
+        assert!(c.would_merge(&rq(11, 1, 992, true)), "front merge");
+        assert!(c.would_merge(&rq(12, 1, 3008, false)), "a write after the write");
+        assert!(!c.would_merge(&rq(13, 1, 1016, true)), "a gap of 8 sectors");
+        assert!(!c.would_merge(&rq(14, 1, 3008, true)), "a read after the write");
+        assert!(!c.would_merge(&rq(15, 2, 1008, true)), "another process's queue");
+        assert!(!c.would_merge(&rq(16, 3, 1008, true)), "a process with no queue");
+    }
 }
