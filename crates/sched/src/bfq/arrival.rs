@@ -651,4 +651,110 @@ mod tests {
             );
         }
     }
+
+    // Preemption on a tie of finish times. The model approximates the kernel's "the root's next entity is not
+    // the one in service" (`next_queue_may_preempt`) by requeueing the in-service entity with its service so
+    // far and comparing finish times (bfq/mod.rs); the entity in service stays next only if it would finish
+    // strictly first. In the kernel the in-service queue is out of the active tree and never the root's next
+    // entity, so a tie, like any other newcomer that is next, leaves the preemption to go ahead.
+    // Flow 1 (weight 40, budget 10922) has dispatched 8 sectors at 0: requeued it would start at
+    // delta(8, 40) = 838 860 and finish 1 146 093 567 (+ delta(10922, 40)). Flow 2 (weight 40) arrives at 1 ms,
+    // starts at the virtual time, 838 860, and with a budget of 10922 finishes at the same 1 146 093 567: a tie,
+    // so it preempts (flow 1 is not worth idling for with slice_idle=0, which makes the newcomer want to). With a
+    // budget one sector smaller it finishes first and preempts; one sector larger, flow 1 stays next and keeps
+    // the device.
+    #[test]
+    fn a_newcomer_that_finishes_with_the_queue_in_service_preempts_it() {
+        for (budget, preempted) in [(10_921, true), (10_922, true), (10_923, false)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0", "slice_idle=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.insert(read(1, 1, 0, 8), 0);
+            let _ = dispatched(&mut b, 0);
+            let s = b.in_service.expect("flow 1 in service");
+            assert_eq!((b.entity_budget(s), b.q(s).max_budget), (10_922, 10_922));
+            assert!(!b.better_to_idle(s));
+            b.flow_started(&FlowInfo::new(FlowId(2)), 0);
+            let w = b.sync_queue(FlowId(2), 0);
+            b.qm(w).max_budget = budget;
+            b.insert(read(2, 2, 1 << 30, 8), MS);
+            let f = b.wf.entity(b.q(w).entity).map(|e| (e.start, e.finish));
+            assert_eq!(
+                f,
+                Some((838_860, 838_860 + super::super::wf2q::delta(budget, 40))),
+                "{budget}"
+            );
+            assert_eq!(f.map(|f| f.1 == 1_146_093_567), Some(budget == 10_922), "{budget}");
+            assert_eq!(
+                (b.in_service == Some(s), b.stats.preemptions),
+                (!preempted, u64::from(preempted)),
+                "budget {budget}"
+            );
+            if preempted {
+                assert_eq!(dispatched(&mut b, MS).flow, FlowId(2), "{budget}");
+            }
+        }
+    }
+
+    // A queue's service is forgotten when its slot ends with requests left (`bfq_bfqq_expire` sets the service
+    // to 0 unless the queue may come back to continue its slot): a budget set afterwards while it waits is its
+    // maximum budget or its next request's charge (`bfq_updated_next_req`'s floor, the service, is then 0), not
+    // raised by the service of the slot that ended, which would also be charged again. Flow 1 dispatches 512
+    // sectors and keeps a request queued; flow 2, of twice the weight, preempts it at 1 ms. With flow 1's
+    // maximum budget shrunk to 8, a new next request of 64 sectors (nearer the head at 512) makes its budget 64.
+    #[test]
+    fn a_preempted_queues_next_budget_does_not_count_the_service_of_the_slot_that_ended() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        b.insert(read(1, 1, 0, 512), 0);
+        b.insert(read(2, 1, 1 << 20, 8), 0);
+        assert_eq!(dispatched(&mut b, 0).sectors, 512);
+        let s = b.in_service.expect("flow 1 in service");
+        assert_eq!(b.entity_service(s), 512);
+        let mut info = FlowInfo::new(FlowId(2));
+        info.weight = Some(2 * Bfq::flow_weight(&FlowInfo::new(FlowId(1))));
+        b.flow_started(&info, 0);
+        b.insert(read(3, 2, 1 << 30, 8), MS);
+        assert_eq!((b.in_service, b.stats.preemptions), (None, 1));
+        assert!(b.q(s).busy);
+        b.qm(s).max_budget = 8;
+        b.insert(read(4, 1, 600, 64), MS);
+        assert_eq!(
+            b.q(s).rqs.next.and_then(|x| b.store.rq(x)).map(|r| r.id),
+            Some(RequestId(4))
+        );
+        assert_eq!(b.entity_budget(s), 64);
+    }
+
+    // `bfq_request_merged` chooses the next request again only when the grown request now starts strictly
+    // before the request that preceded it in sector order; otherwise the queue's next request stays, even if the
+    // head has moved since it was chosen. Flow 1 queues 5000, 1000 and 1016 (8 sectors each) with the head at
+    // 4000: 5000 is 1000 ahead, 1000 and 1016 are about 3000 behind (x2, the back-seek penalty), so 5000 is next.
+    // The head then moves to 900 (another queue's dispatch). A 16-sector read at 1000 front-merges into 1016,
+    // which now starts at 1000, where its predecessor does: not before it, so 5000 stays next and is served
+    // first (at the head 900 the grown request, 100 ahead, would have won a new choice). A 24-sector read at 992
+    // instead makes it start before its predecessor: the choice is made again and the grown request is served
+    // first.
+    #[test]
+    fn a_front_merge_to_its_predecessors_start_keeps_the_next_request() {
+        for (sector, sectors, first) in [(1000, 16, 5000), (992, 24, 992)] {
+            let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+            b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+            b.last_position = 4000;
+            for (id, at) in [(1, 5000), (2, 1000), (3, 1016)] {
+                b.insert(read(id, 1, at, 8), 0);
+            }
+            let q = b.flows[&1].sync_q.expect("flow 1's queue");
+            assert_eq!(
+                b.q(q).rqs.next.and_then(|x| b.store.rq(x)).map(|r| r.sector),
+                Some(5000)
+            );
+            b.last_position = 900;
+            b.insert(read(4, 1, sector, sectors), 0);
+            let r = dispatched(&mut b, 0);
+            assert_eq!(r.sector, first, "a read at {sector}");
+            if first != 5000 {
+                assert_eq!(r.sectors, 32);
+            }
+        }
+    }
 }

@@ -399,4 +399,38 @@ mod tests {
         assert_eq!(b.dispatch(t), Decision::Nothing);
         checked(&b);
     }
+
+    // The newest BFQ's peak-rate estimator learns of each completion (`bfq_completed_request` records its time),
+    // and a dispatch made with nothing in flight counts as a sequential sample only if a completion came less
+    // than 2 ms before (`bfq_update_peak_rate`). One reader on the HDD issues 256-sector reads one at a time,
+    // sector after sector, each completed 1 ms after its dispatch, the next dispatched at that completion. The
+    // window opens at the first dispatch (0) and closes at the dispatch at 1 s: 1001 dispatches, 256 256 sectors
+    // in 1 000 000 µs, a rate of 256 256 x 2^16 / 10^6 = 16 793 (sectors/µs << 16, rounded down). All 1000 dispatches after the
+    // first follow a completion at the same instant, so 1000 of 1001 samples are sequential: weight
+    // 9 x 1000 / 1001 = 8 (x 1 s / 1 s, at most 8), d = 10 - 8 = 2, and the estimate goes from 2/3 of the
+    // reference, 9333, to 9333 / 2 + 16 793 / 2 = 4666 + 8396 = 13 062. The maximum budget autotunes to what that
+    // rate serves in one timeout_sync (125 ms): 13 062 x 125 000 >> 16 = 24 913 sectors. (Without completions the
+    // window would be all seeky samples, taken with weight 0: 9333 x 9 / 10 + 16 793 / 10 = 8399 + 1679 = 10 078.)
+    #[test]
+    fn a_dispatch_right_after_a_completion_is_a_sequential_sample_of_the_peak_rate() {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        b.flow_started(&FlowInfo::new(FlowId(1)), 0);
+        assert_eq!(b.peak.peak, 9333);
+        let mut t = 0;
+        for i in 0..=1000 {
+            b.insert(
+                Request::new(RequestId(i), FlowId(1), Direction::Read, true, i * 256, 256),
+                t,
+            );
+            let r = dispatched(&mut b, t);
+            assert_eq!(r.id, RequestId(i));
+            if i == 1000 {
+                break;
+            }
+            t += MS;
+            b.completed(&r, t);
+        }
+        assert_eq!(t, SEC);
+        assert_eq!((b.peak.peak, b.budgets.max_budget()), (13_062, 24_913));
+    }
 }

@@ -711,4 +711,52 @@ mod tests {
         assert_eq!(flow_of_next(&mut b), FlowId(1), "nothing served yet: the budget grows");
         assert_eq!(b.wf.entity(e).map(|x| x.budget), Some(8), "grown to the charge");
     }
+
+    // `bfq_select_queue` goes on until it finds a queue to serve (or none is left): one dispatch serves however
+    // many queues it expires on the way. A queue preempted while empty and idled for stays busy when idling is
+    // needed for its service guarantees (`__bfq_bfqq_expire`; more than one group with pending requests is an
+    // asymmetric scenario), so busy queues with nothing queued pile up. Nine flows, each in its own group of
+    // weight 110, 120, .., 190: each newcomer's group is heavier than the in-service queue's, so it preempts it
+    // while it is idled for (its one read completed); flows 1-8 are then busy and empty. Flow 9's queue (maximum
+    // budget 8) dispatches one of its two reads. The next dispatch takes ten turns with nine busy queues: flow 9
+    // expires (its next read does not fit the budget left) and is requeued, the eight empty queues are chosen
+    // and expire in turn, and flow 9's second read is served. (`select_queue`'s bound, 2 x busy + 8 = 26 turns,
+    // only guards against a livelock: a queue expired with requests gets a budget that fits its next one, so it
+    // is served when chosen again, and one expired empty leaves the busy set; a bound of 8 would give up here.)
+    #[test]
+    fn one_dispatch_expires_every_empty_queue_on_the_way_to_a_request() {
+        use super::super::tests::next_rq;
+        use crate::scheduler::Scheduler;
+        use crate::types::{Decision, Direction, GroupId, Request, RequestId};
+        let read = |id: u64, flow: u32, sector: u64| {
+            Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, 8)
+        };
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        let mut now = 0;
+        for f in 1..=9u32 {
+            b.set_group_weight(GroupId(f), 100 + 10 * f);
+            b.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(f)), now);
+            if f == 9 {
+                let q = b.sync_queue(FlowId(9), now);
+                b.qm(q).max_budget = 8;
+                b.insert(read(10, 9, (9 << 20) + 100), now);
+            }
+            b.insert(read(u64::from(f), f, u64::from(f) << 20), now);
+            assert_eq!(b.stats.preemptions, u64::from(f - 1), "flow {f} preempts");
+            let r = next_rq(&mut b, now);
+            assert_eq!(r.id, RequestId(u64::from(f)));
+            if f < 9 {
+                b.completed(&r, now + MS);
+                assert!(
+                    matches!(b.dispatch(now + MS), Decision::WaitUntil(_)),
+                    "flow {f} idled for"
+                );
+                now += 2 * MS;
+            }
+        }
+        let empty = b.queues.iter().flatten().filter(|q| q.busy && q.rqs.is_empty()).count();
+        assert_eq!((b.busy_queues, empty), (9, 8));
+        assert_eq!(next_rq(&mut b, now).id, RequestId(10));
+        assert_eq!(b.busy_queues, 1);
+    }
 }
