@@ -1056,12 +1056,7 @@ mod tests {
     // sequential both keep using the one queue, checked at every millisecond for 300 ms.
     #[test]
     fn a_shared_queue_that_stays_sequential_is_not_split_when_its_slot_ends() {
-        let mut a = Reader::new(1, 0);
-        a.stride = 512;
-        let mut b = Reader::new(2, 256);
-        b.stride = 512;
-        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
-        sim.run(500 * MS);
+        let mut sim = super::super::tests::interleaved_pair_for_500_ms();
         for ms in 501..=800 {
             sim.run(ms * MS);
             let (qa, qb) = (sim.cfq.flows[&FlowId(1)].sync_q, sim.cfq.flows[&FlowId(2)].sync_q);
@@ -1588,12 +1583,7 @@ mod tests {
     // slot began. Reading the think time of the last process served (B) instead, it would idle.
     #[test]
     fn a_shared_queue_is_idled_for_by_the_think_time_of_the_process_that_started_the_slot() {
-        let mut a = Reader::new(1, 0);
-        a.stride = 512;
-        let mut b = Reader::new(2, 256);
-        b.stride = 512;
-        let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
-        sim.run(500 * MS);
+        let mut sim = super::super::tests::interleaved_pair_for_500_ms();
         for r in &mut sim.readers {
             r.stop = 500 * MS;
         }

@@ -663,16 +663,23 @@ mod more_tests {
         assert_eq!(c.queues.len(), 1);
     }
 
-    // A process that exits is not idled for (`cfq_exit_cfqq` expires its active queue): flow 1's queue emptied at
-    // 1 ms and CFQ idles for it until 9 ms; flow 1 exits at 2 ms, and flow 2, waiting since 0, is served at 2 ms.
-    #[test]
-    fn an_exiting_process_is_not_idled_for() {
+    /// Flow 1's one read served at 0 and completed at 1 ms, flow 2's far read waiting since 0: CFQ idles for flow 1
+    /// until 9 ms (8 ms of `slice_idle`).
+    fn idling_for_flow_1_until_9_ms_with_flow_2_waiting() -> Cfq {
         let mut c = cfq(&DeviceInfo::hdd(), &[]);
         c.insert(rq(1, 1, 0, true), 0);
         let r = dispatched(&mut c, 0).unwrap();
         c.insert(rq(2, 2, 1_900_000_000, true), 0);
         c.completed(&r, MS);
         assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        c
+    }
+
+    // A process that exits is not idled for (`cfq_exit_cfqq` expires its active queue): flow 1's queue emptied at
+    // 1 ms and CFQ idles for it until 9 ms; flow 1 exits at 2 ms, and flow 2, waiting since 0, is served at 2 ms.
+    #[test]
+    fn an_exiting_process_is_not_idled_for() {
+        let mut c = idling_for_flow_1_until_9_ms_with_flow_2_waiting();
         c.flow_exited(FlowId(1), 2 * MS);
         assert_eq!(dispatched(&mut c, 2 * MS).unwrap().flow, FlowId(2));
     }
@@ -709,11 +716,10 @@ mod more_tests {
         assert_eq!(dispatched(&mut c, 9 * MS).unwrap().flow, FlowId(2));
     }
 
-    /// A lone reader with 10 ms slices (slice_sync=10) reads with 0.3 ms of think time; its slice runs from its
-    /// first completion (1 ms) to 11 ms; its last request completes at 9.8 ms (1.2 ms before the end: no
-    /// wait-busy stretch, which comes with 1 ms or less left) and CFQ idles for it (until 17.8 ms). At 11.2 ms, after the slice end, it queues `sectors` sectors (served at once), at 11.3 ms one more
-    /// request, and at 11.5 ms flow 2 queues one. Returns whose request is served at 11.5 ms.
-    fn served_after_a_request_past_the_slice_end(sectors: u32) -> FlowId {
+    /// A lone reader (flow 1) with 10 ms slices (slice_sync=10) and 0.3 ms of think time: its slice runs from its
+    /// first completion (1 ms) to 11 ms, its last request completes at 9.8 ms, and CFQ idles for it until 17.8 ms.
+    /// Returns the policy at 9.8 ms, and 1 µs.
+    fn lone_reader_idled_for_from_9_8_ms() -> (Cfq, Time) {
         let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
         let us = MS / 1000;
         c.insert(rq(1, 1, 0, true), 0);
@@ -724,6 +730,15 @@ mod more_tests {
             r = dispatched(&mut c, ms * MS + 300 * us).unwrap();
         }
         c.completed(&r, 9 * MS + 800 * us);
+        (c, us)
+    }
+
+    /// A lone reader with 10 ms slices (slice_sync=10) reads with 0.3 ms of think time; its slice runs from its
+    /// first completion (1 ms) to 11 ms; its last request completes at 9.8 ms (1.2 ms before the end: no
+    /// wait-busy stretch, which comes with 1 ms or less left) and CFQ idles for it (until 17.8 ms). At 11.2 ms, after the slice end, it queues `sectors` sectors (served at once), at 11.3 ms one more
+    /// request, and at 11.5 ms flow 2 queues one. Returns whose request is served at 11.5 ms.
+    fn served_after_a_request_past_the_slice_end(sectors: u32) -> FlowId {
+        let (mut c, us) = lone_reader_idled_for_from_9_8_ms();
         let big = Request::new(
             RequestId(30),
             FlowId(1),
@@ -786,16 +801,7 @@ mod more_tests {
     // within the used slot: the test above.)
     #[test]
     fn with_another_queue_busy_a_page_sized_request_ends_the_wait_and_the_used_slot() {
-        let mut c = cfq(&DeviceInfo::hdd(), &["slice_sync=10"]);
-        let us = MS / 1000;
-        c.insert(rq(1, 1, 0, true), 0);
-        let mut r = dispatched(&mut c, 0).unwrap();
-        for ms in 1..=9u64 {
-            c.completed(&r, ms * MS);
-            c.insert(rq(10 + ms, 1, ms * 16, true), ms * MS + 300 * us);
-            r = dispatched(&mut c, ms * MS + 300 * us).unwrap();
-        }
-        c.completed(&r, 9 * MS + 800 * us);
+        let (mut c, us) = lone_reader_idled_for_from_9_8_ms();
         c.insert(rq(32, 2, 1_900_000_000, true), 10 * MS + 500 * us);
         assert_eq!(c.dispatch(10 * MS + 500 * us), Decision::WaitUntil(17 * MS + 800 * us));
         c.insert(rq(30, 1, 400, true), 11 * MS + 200 * us);
@@ -809,12 +815,7 @@ mod more_tests {
     // first, and flow 1's late request does not resume the ended slot.
     #[test]
     fn the_idle_timer_ends_the_slot_at_its_deadline_even_if_the_next_call_is_later() {
-        let mut c = cfq(&DeviceInfo::hdd(), &[]);
-        c.insert(rq(1, 1, 0, true), 0);
-        let r = dispatched(&mut c, 0).unwrap();
-        c.insert(rq(2, 2, 1_900_000_000, true), 0);
-        c.completed(&r, MS);
-        assert_eq!(c.dispatch(MS), Decision::WaitUntil(9 * MS));
+        let mut c = idling_for_flow_1_until_9_ms_with_flow_2_waiting();
         c.insert(rq(3, 1, 8, true), 12 * MS);
         assert_eq!(dispatched(&mut c, 12 * MS).unwrap().flow, FlowId(2));
     }

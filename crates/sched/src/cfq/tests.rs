@@ -233,6 +233,18 @@ impl Sim {
     }
 }
 
+/// Two readers interleaving 256-sector chunks of one file (flow 1 from sector 0, flow 2 from 256, each skipping the
+/// other's chunks) on a one-tag HDD with 1 ms requests, run for 500 ms: CFQ's cooperating-queue case.
+pub(super) fn interleaved_pair_for_500_ms() -> Sim {
+    let mut a = Reader::new(1, 0);
+    a.stride = 512;
+    let mut b = Reader::new(2, 256);
+    b.stride = 512;
+    let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
+    sim.run(500 * MS);
+    sim
+}
+
 pub(super) fn rq(id: u64, flow: u32, sector: u64, sync: bool) -> Request {
     let dir = if sync { Direction::Read } else { Direction::Write };
     Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
@@ -617,12 +629,7 @@ fn iops_mode_charges_groups_by_dispatches() {
 // shared queue turns seeky it is split again at the next requests.
 #[test]
 fn cooperating_queues_merge_and_split() {
-    let mut a = Reader::new(1, 0);
-    a.stride = 512;
-    let mut b = Reader::new(2, 256);
-    b.stride = 512;
-    let mut sim = Sim::new(&DeviceInfo::hdd(), &[], 1, flat_1ms, vec![a, b]);
-    sim.run(500 * MS);
+    let mut sim = interleaved_pair_for_500_ms();
     let qa = sim.cfq.flows[&FlowId(1)].sync_q;
     let qb = sim.cfq.flows[&FlowId(2)].sync_q;
     assert!(qa.is_some() && qa == qb, "not merged: {qa:?} {qb:?}");
