@@ -173,16 +173,35 @@ impl Bfq {
                 self.wf.set_budget(e, b);
             }
         }
-        self.merge_on_expire(q);
         // 4-5. Deactivate or requeue.
-        let empty = self.q(q).rqs.is_empty();
         let keep_for_guarantees = reason == Expiration::Preempted
             && self.rules.asymmetry
             && idling::needed_for_guarantees(&self.idle_facts(q));
+        self.end_slot(q, keep_for_guarantees, now);
+        // 6. Keep the service of a queue that may come back to continue its slot.
+        if !self.q(q).busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted {
+            self.qm(q).non_blocking_wait_rq = true;
+        } else {
+            self.wf.clear_service(e);
+        }
+        self.maybe_free(q);
+    }
+
+    /// `__bfq_bfqq_expire`: takes in-service queue `q` out of service with no charge and no budget feedback. An
+    /// empty queue leaves the busy set (unless `keep` asks to requeue it empty, as a preempted queue that needs
+    /// idling for its guarantees is), a backlogged one is requeued with the service it received; the entity's
+    /// service counter is left as it is (the next selection resets it). Both [`Bfq::expire`] and a process exit
+    /// (`bfq_exit_bfqq`) end a slot through here. `now` is in ns.
+    pub(crate) fn end_slot(&mut self, q: QueueId, keep: bool, now: Time) {
+        if self.in_service != Some(q) {
+            return;
+        }
+        let e = self.q(q).entity;
+        self.merge_on_expire(q);
         self.in_service = None;
         self.timer = None;
         self.qm(q).wait_request = false;
-        if empty && !keep_for_guarantees {
+        if self.q(q).rqs.is_empty() && !keep {
             self.wf.expire_path(e, false);
             self.del_busy(q);
             if self.q(q).dispatched == 0 {
@@ -192,14 +211,7 @@ impl Bfq {
         } else {
             self.wf.expire_path(e, true);
         }
-        // 6. Keep the service of a queue that may come back to continue its slot.
-        if !self.q(q).busy && reason != Expiration::BudgetTimeout && reason != Expiration::BudgetExhausted {
-            self.qm(q).non_blocking_wait_rq = true;
-        } else {
-            self.wf.clear_service(e);
-        }
-        self.pos_update(q);
-        self.maybe_free(q);
+        self.pos_update(q, now);
     }
 
     /// v7r2's `bfq_update_peak_rate` (2014), run when in-service queue `q` expires with its slot's interval
@@ -265,6 +277,7 @@ mod tests {
     //! estimates that later decisions read), with the expected figures written out rather than read back from
     //! the constants under test.
 
+    use super::super::budget::Expiration;
     use super::super::era::SeekMean;
     use super::super::*;
     use crate::device::DeviceInfo;

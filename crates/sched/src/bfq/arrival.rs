@@ -85,7 +85,7 @@ impl Bfq {
                 if let Some((old, new)) = self.store.merge_into(slot, rq, kind) {
                     if kind == MergeKind::Front {
                         self.front_merged(q, slot, old, new);
-                        self.pos_update(q);
+                        self.pos_update(q, now);
                     }
                 }
                 return;
@@ -164,7 +164,7 @@ impl Bfq {
             }
         }
         self.qm(q).last_arrival = Some(now);
-        self.pos_update(q);
+        self.pos_update(q, now);
         self.waker_on_arrival(q, now);
         // Arrival while idling.
         if self.in_service == Some(q) && self.q(q).wait_request {

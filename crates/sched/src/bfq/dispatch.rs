@@ -66,7 +66,7 @@ impl Bfq {
         } else if self.in_service != Some(q) {
             self.updated_next_req(q);
         }
-        self.pos_update(q);
+        self.pos_update(q, now);
         self.sync_counters(q);
         self.inject_on_dispatch(q, &rq, in_driver_before, now);
         if self.in_service == Some(q) {

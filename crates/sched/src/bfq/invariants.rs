@@ -147,9 +147,16 @@ impl Bfq {
                 g.pending
             );
             with_pending += u32::from(g.pending > 0);
+            let mut last_pos = None;
             for &(pos, q) in &g.pos {
                 let ok = self.is_live(q) && self.q(q).pos_key == Some(pos) && self.q(q).group as usize == gi;
                 ensure_invariant!(ok, W, "group {gi}: position entry ({pos}, {q:?}) is not its queue's");
+                ensure_invariant!(
+                    last_pos != Some(pos),
+                    W,
+                    "group {gi}: two queues filed at sector {pos} (the tree holds one per sector)"
+                );
+                last_pos = Some(pos);
             }
         }
         ensure_invariant!(

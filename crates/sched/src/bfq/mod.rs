@@ -64,7 +64,7 @@ use crate::scheduler::{BlockLayer, Scheduler};
 use crate::sorted::SortedSet;
 use crate::tunables::TunableValues;
 use crate::types::{Decision, Direction, FlowId, FlowInfo, GroupId, IoClass, Request, Time, IOPRIO_LEVELS};
-use budget::{Budgets, Expiration};
+use budget::Budgets;
 use fifo::{QueueRqs, Store};
 use idling::{HwTag, ThinkTime};
 use ids::{EntityId, QueueId, SdId};

@@ -82,25 +82,42 @@ impl Bfq {
             && qb.refs > 0
     }
 
-    /// A queue cooperating with `q` for a request at `sector`: the in-service queue if its own last dispatched
-    /// request ended within [`CLOSE_THR`], else the busy queue of the group whose next request is closest within it.
+    /// A queue cooperating with `q` for a request at `sector` (`bfq_setup_cooperator`'s search): the in-service
+    /// queue if its own last dispatched request ended within [`CLOSE_THR`]; else the queue the group's position
+    /// tree finds close to `sector` ([`Bfq::find_close`]), if that one may cooperate. As in the kernel, only the
+    /// one queue found is judged: a close queue that may not cooperate (an async one) hides the others.
     pub(crate) fn find_cooperator(&self, q: QueueId, sector: u64) -> Option<QueueId> {
         let near_in_service = self.in_serv_last_pos.is_some_and(|p| sector.abs_diff(p) <= CLOSE_THR);
         if let Some(s) = self.in_service.filter(|&s| near_in_service && self.may_cooperate(q, s)) {
             return Some(s);
         }
-        let g = self.groups.get(self.q(q).group as usize)?;
+        let c = self.find_close(self.q(q).group as usize, sector)?;
+        self.may_cooperate(q, c).then_some(c)
+    }
+
+    /// `bfqq_find_close`: the filed queue of group `g` whose next request starts at `sector`; else, of the two
+    /// filed neighbours of `sector`, the first within [`CLOSE_THR`] of it. The kernel looks first at the
+    /// red-black tree parent of `sector`'s leaf, which is one of the two neighbours depending on the tree's
+    /// shape (its insertion history and rebalancing); we look first at the nearer one (the one ahead, at or after
+    /// `sector`, on a tie: the direction the head sweeps), a deterministic stand-in that differs only when both are close and only one may cooperate.
+    pub(crate) fn find_close(&self, g: usize, sector: u64) -> Option<QueueId> {
+        let gr = self.groups.get(g)?;
         let lowest = QueueId::at(0);
-        let after = g.pos.at_or_after(&(sector, lowest));
-        let before = g.pos.before(&(sector, lowest));
-        let mut best: Option<(u64, QueueId)> = None;
-        for (pos, c) in after.into_iter().chain(before) {
-            let d = pos.abs_diff(sector);
-            if d <= CLOSE_THR && self.may_cooperate(q, c) && best.is_none_or_closer(d) {
-                best = Some((d, c));
+        let after = gr.pos.at_or_after(&(sector, lowest));
+        if let Some((_, c)) = after.filter(|&(s, _)| s == sector) {
+            return Some(c);
+        }
+        let before = gr.pos.before(&(sector, lowest));
+        let mut near = [before, after].map(|e| e.map(|(s, c)| (s.abs_diff(sector), c)));
+        if let [Some((db, _)), Some((da, _))] = near {
+            if da <= db {
+                near.swap(0, 1);
             }
         }
-        best.map(|(_, c)| c)
+        near.into_iter()
+            .flatten()
+            .find(|&(d, _)| d <= CLOSE_THR)
+            .map(|(_, c)| c)
     }
 
     /// At a sync insert of `flow` into `q`: merge `q` into a cooperator if there is one; returns the queue the
@@ -316,10 +333,16 @@ impl Bfq {
         }
     }
 
-    /// Keeps `q`'s entry in its group's position tree in step with its next request.
-    pub(crate) fn pos_update(&mut self, q: QueueId) {
+    /// `bfq_pos_tree_add_move`: keeps `q`'s entry in its group's position tree in step with its next request, as
+    /// of `now` (ns). Any queue with a next request is filed, sync or async (a near async queue can so hide a sync
+    /// cooperator from [`Bfq::find_cooperator`], as in the kernel), except an IDLE-class queue, a queue too late
+    /// for merging, and every queue while merging is off (the kernel's callers skip the filing on a
+    /// non-rotational queueing device). The tree holds one queue per sector: a queue whose next request starts
+    /// where a filed queue's does is left out, until its next move.
+    pub(crate) fn pos_update(&mut self, q: QueueId, now: Time) {
         let qq = self.q(q);
-        let want = if qq.busy && qq.sync && self.eqm_enabled() {
+        let fileable = self.eqm_enabled() && qq.class != IoClass::Idle && !self.too_late_for_merging(q, now);
+        let mut want = if fileable {
             qq.rqs.next.and_then(|s| self.store.rq(s)).map(|r| r.sector)
         } else {
             None
@@ -330,6 +353,11 @@ impl Bfq {
         let g = qq.group as usize;
         let old = qq.pos_key;
         if let Some(gr) = self.groups.get_mut(g) {
+            if let Some(n) = want {
+                if gr.pos.at_or_after(&(n, QueueId::at(0))).is_some_and(|(s, _)| s == n) {
+                    want = None;
+                }
+            }
             match (old, want) {
                 (Some(o), Some(n)) => {
                     if !gr.pos.replace(&(o, q), (n, q)) {
@@ -360,23 +388,13 @@ impl Bfq {
     }
 }
 
-trait CloserThan {
-    fn is_none_or_closer(&self, d: u64) -> bool;
-}
-
-impl CloserThan for Option<(u64, QueueId)> {
-    fn is_none_or_closer(&self, d: u64) -> bool {
-        self.is_none_or(|(bd, _)| d < bd)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests::{bfq, checked};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
-    use crate::types::{FlowInfo, SEC};
+    use crate::types::{Direction, FlowInfo, RequestId, SEC};
 
     /// Flow `f`'s sync queue on `b`, filed in its group's position tree at `sector` as if busy there.
     fn filed_at(b: &mut Bfq, f: u32, sector: u64) -> QueueId {
@@ -719,5 +737,94 @@ mod tests {
         b.groups[0].pos.remove(&(0, a));
         assert_eq!(b.find_cooperator(a, 600), Some(ahead));
         assert_ne!(b.find_cooperator(a, 550), Some(ahead), "{behind:?} is closer there");
+    }
+
+    /// Starts flows `1..=n` on an HDD (merging on, no raising) with none of their requests dispatched.
+    fn flows_on_hdd(n: u32) -> Bfq {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for f in 1..=n {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b
+    }
+
+    fn rq(id: u64, flow: u32, sync: bool, sector: u64) -> Request {
+        let dir = if sync { Direction::Read } else { Direction::Write };
+        Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
+    }
+
+    /// Whether flow 3's read at sector 10 000 (inserted at `now`) ends in flow 1's queue.
+    fn third_reader_joins_the_first(b: &mut Bfq, now: Time) -> bool {
+        b.insert(rq(9, 3, true, 10_000), now);
+        checked(b);
+        b.flows[&3].sync_q.is_some() && b.flows[&3].sync_q == b.flows[&1].sync_q
+    }
+
+    // `bfq_pos_tree_add_move` files async queues too, and `bfq_setup_cooperator` judges only the one queue
+    // `bfqq_find_close` returns: flow 1 reads at 10 100, and flow 3's read at 10 000 joins its queue; but with
+    // flow 2's write (async) filed at 10 050, nearer, the write's queue is the one found, and it may not
+    // cooperate, so flow 3 stays alone.
+    #[test]
+    fn a_near_async_queue_hides_a_sync_cooperator() {
+        let mut b = flows_on_hdd(3);
+        b.insert(rq(1, 1, true, 10_100), 0);
+        assert!(third_reader_joins_the_first(&mut b, 0), "no async queue near: merged");
+        let mut b = flows_on_hdd(3);
+        b.insert(rq(1, 1, true, 10_100), 0);
+        b.insert(rq(2, 2, false, 10_050), 0);
+        assert!(!third_reader_joins_the_first(&mut b, 0), "hidden by the async queue");
+    }
+
+    // The kernel does not file an IDLE-class queue (it never merges), so an IDLE-class reader at 10 050 does not
+    // hide flow 1's queue at 10 100 from flow 3's read at 10 000.
+    #[test]
+    fn an_idle_class_queue_is_not_filed_and_hides_nothing() {
+        let mut b = flows_on_hdd(3);
+        let mut idle = FlowInfo::new(FlowId(2));
+        idle.class = IoClass::Idle;
+        b.flow_started(&idle, 0);
+        b.insert(rq(1, 1, true, 10_100), 0);
+        b.insert(rq(2, 2, true, 10_050), 0);
+        let q2 = b.flows[&2].sync_q.unwrap();
+        assert_eq!(b.q(q2).pos_key, None);
+        assert!(third_reader_joins_the_first(&mut b, 0));
+    }
+
+    // A queue too late for merging (served in its backlog and more than 100 ms past that backlog's first
+    // dispatch) leaves the tree at its next move, so a newcomer close to it is not merged into it: the kernel
+    // never offers a queue that could not be merged itself.
+    #[test]
+    fn a_queue_too_late_for_merging_is_not_offered_as_a_cooperator() {
+        let mut b = flows_on_hdd(3);
+        b.insert(rq(1, 1, true, 10_100), 0);
+        let q1 = b.flows[&1].sync_q.unwrap();
+        b.qm(q1).merge.first_io_time = Some(0);
+        b.qm(q1).wr.service_from_backlogged = 8;
+        b.pos_update(q1, MERGE_TIME_LIMIT);
+        assert_eq!(b.q(q1).pos_key, Some(10_100), "not yet too late");
+        let t = MERGE_TIME_LIMIT + MS;
+        b.pos_update(q1, t);
+        assert_eq!(b.q(q1).pos_key, None, "too late: out of the tree");
+        assert!(!third_reader_joins_the_first(&mut b, t));
+    }
+
+    // The tree holds one queue per sector: flow 2's write filed at 10 000 keeps flow 1's read at 10 000 out of it,
+    // and flow 3's read there finds the write's queue, which may not cooperate. Once the write's queue leaves the
+    // tree (as when its write is dispatched), flow 1's queue is filed at its next move and flow 4's read joins it.
+    #[test]
+    fn the_tree_holds_one_queue_per_sector() {
+        let mut b = flows_on_hdd(4);
+        b.insert(rq(2, 2, false, 10_000), 0);
+        b.insert(rq(1, 1, true, 10_000), 0);
+        let q1 = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.q(q1).pos_key, None, "the sector is taken");
+        assert!(!third_reader_joins_the_first(&mut b, 0));
+        let aq = b.async_queue(FlowId(2), 0);
+        b.pos_remove(aq);
+        b.pos_update(q1, 0);
+        assert_eq!(b.q(q1).pos_key, Some(10_000));
+        b.insert(rq(4, 4, true, 10_008), 0);
+        assert_eq!(b.flows[&4].sync_q, Some(q1));
+        checked(&b);
     }
 }

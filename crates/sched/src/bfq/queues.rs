@@ -7,7 +7,7 @@ use super::ids::{QueueId, SdId};
 use super::queue_merge::QueueMerge;
 use super::wf2q::Owner;
 use super::{burst, inject, weight_raising, Bfq, FlowCtx, Group, Queue, ASYNC_QUEUES, DEFAULT_GROUP_WEIGHT};
-use super::{Expiration, MAX_WEIGHT, WEIGHT_CONVERSION_COEFF};
+use super::{MAX_WEIGHT, WEIGHT_CONVERSION_COEFF};
 use crate::counter;
 use crate::sorted::SortedSet;
 use crate::types::{FlowId, FlowInfo, GroupId, IoClass, Time, IOPRIO_LEVELS};
@@ -209,19 +209,27 @@ impl Bfq {
         self.free_queues.push(q.slot());
     }
 
-    /// A flow's process exited: it drops its reference to its sync queue (`bfq_exit_icq_bfqq`).
+    /// A flow's process exited at `now` (ns): it drops its reference to its sync queue (`bfq_exit_icq_bfqq`).
+    ///
+    /// As `bfq_exit_bfqq` does (v7r2 and today alike), a queue in service leaves service at once, whatever it
+    /// holds and whoever else still uses it, through `__bfq_bfqq_expire` alone: no budget feedback, no time
+    /// charge, no idling for a process that is gone. Then `bfq_release_process_ref` (since 5.3): a queue still
+    /// busy with nothing queued (one requeued empty for its guarantees) leaves the busy set, since nobody is
+    /// left to fill it.
     pub(crate) fn flow_exit(&mut self, flow: FlowId, now: Time) {
         let Some(ctx) = self.flows.remove(&flow.0) else { return };
         let Some(q) = ctx.sync_q.filter(|&q| self.is_live(q)) else {
             return;
         };
+        self.end_slot(q, false, now);
         counter::dec(&mut self.qm(q).refs, "queue refs");
         if self.q(q).refs == 0 {
             self.qm(q).has_short_ttime = false;
-            if self.in_service == Some(q) && self.q(q).wait_request && self.q(q).rqs.is_empty() {
-                self.cancel_timer();
-                self.expire(q, Expiration::NoMoreRequests, now);
-            }
+        }
+        if self.q(q).busy && self.q(q).rqs.is_empty() && self.in_service != Some(q) {
+            let e = self.q(q).entity;
+            self.wf.deactivate(e);
+            self.del_busy(q);
         }
         self.maybe_free(q);
     }
@@ -392,5 +400,106 @@ mod tests {
             matches!(b.dispatch(23 * MS), Decision::Nothing),
             "flow 1 gone: no idling"
         );
+    }
+
+    /// Flows 1 and 2 on an HDD without raising; flow 1's read (sector 0) is dispatched at 0 and in flight, so its
+    /// queue is in service, empty and not idling; flow 2's read waits. Returns the policy and flow 1's queue.
+    fn one_read_in_flight_one_waiting() -> (Bfq, QueueId) {
+        let mut b = bfq(&DeviceInfo::hdd(), &["low_latency=0"]);
+        for f in [1, 2] {
+            b.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        b.insert(read(1, 1, 0), 0);
+        b.insert(read(2, 2, 1 << 30), 0);
+        let Decision::Dispatch(r) = b.dispatch(0) else {
+            panic!("flow 1's read")
+        };
+        assert_eq!(r.flow, FlowId(1));
+        let q = b.flows[&1].sync_q.unwrap();
+        assert_eq!(b.in_service, Some(q));
+        assert!(!b.q(q).wait_request && b.q(q).rqs.is_empty() && b.q(q).dispatched == 1);
+        (b, q)
+    }
+
+    // `bfq_exit_bfqq` expires the queue in service whenever its process exits, through `__bfq_bfqq_expire` only.
+    // Here flow 1 exits with its read still in flight (not idling yet): its queue leaves service at the exit, so
+    // flow 2's read goes at once instead of after flow 1's completion and a look at an idle window for a
+    // process that is gone; the queue gets no budget feedback (its maximum budget is the one it had) and stays
+    // until its read completes, then is freed.
+    #[test]
+    fn a_process_that_exits_while_its_queue_is_served_is_not_waited_for() {
+        let (mut b, q) = one_read_in_flight_one_waiting();
+        let before = b.q(q).max_budget;
+        b.flow_exited(FlowId(1), MS / 2);
+        assert_eq!(b.in_service, None, "out of service at the exit");
+        assert!(!b.q(q).busy);
+        assert_eq!(b.q(q).max_budget, before, "no budget feedback");
+        match b.dispatch(MS / 2) {
+            Decision::Dispatch(r) => assert_eq!(r.flow, FlowId(2), "flow 2 at once"),
+            d => panic!("{d:?}"),
+        }
+        assert!(b.is_live(q), "kept while its read is in flight");
+        b.check_invariants().unwrap();
+    }
+
+    // The same whoever else still uses the queue (a queue shared after a merge keeps another process's
+    // reference): the kernel expires it at the exit anyway.
+    #[test]
+    fn a_shared_queue_in_service_leaves_service_when_one_of_its_processes_exits() {
+        let (mut b, q) = one_read_in_flight_one_waiting();
+        // Flow 3 shares flow 1's queue, as after a merge.
+        b.flow_started(&FlowInfo::new(FlowId(3)), 0);
+        b.flows.get_mut(&3).unwrap().sync_q = Some(q);
+        b.qm(q).refs += 1;
+        b.check_invariants().unwrap();
+        b.flow_exited(FlowId(1), MS / 2);
+        assert_eq!(b.in_service, None);
+        assert_eq!(b.q(q).refs, 1, "the other process's reference stays");
+        assert!(matches!(b.dispatch(MS / 2), Decision::Dispatch(r) if r.flow == FlowId(2)));
+        b.check_invariants().unwrap();
+    }
+
+    // A queue in service that still holds requests when its process exits is requeued with them (it stays busy
+    // and its requests are served later), not dropped.
+    #[test]
+    fn a_queue_that_leaves_service_at_an_exit_keeps_its_requests() {
+        let (mut b, q) = one_read_in_flight_one_waiting();
+        b.insert(read(3, 1, 8), MS / 4);
+        b.flow_exited(FlowId(1), MS / 2);
+        assert_eq!(b.in_service, None);
+        assert!(b.q(q).busy && !b.q(q).rqs.is_empty(), "requeued with its request");
+        let mut served = Vec::new();
+        let mut t = MS / 2;
+        for _ in 0..20 {
+            match b.dispatch(t) {
+                Decision::Dispatch(r) => {
+                    served.push(r.id);
+                    t += MS;
+                    b.completed(&r, t);
+                }
+                Decision::WaitUntil(u) => t = u.max(t + 1),
+                _ => break,
+            }
+        }
+        served.sort();
+        assert_eq!(served, [RequestId(2), RequestId(3)]);
+        b.check_invariants().unwrap();
+    }
+
+    // `bfq_release_process_ref`: a queue that is busy with nothing queued and not in service (one requeued
+    // empty at a preemption, to keep its guarantees) leaves the busy set when its process exits, as nobody is
+    // left to send it a request; kept busy, it would be selected and idled for.
+    #[test]
+    fn a_busy_empty_queue_leaves_the_busy_set_when_its_process_exits() {
+        let (mut b, q) = one_read_in_flight_one_waiting();
+        b.end_slot(q, true, MS / 4);
+        assert!(
+            b.q(q).busy && b.q(q).rqs.is_empty() && b.in_service.is_none(),
+            "requeued empty"
+        );
+        b.flow_exited(FlowId(1), MS / 2);
+        assert!(!b.q(q).busy, "no longer busy");
+        assert!(matches!(b.dispatch(MS / 2), Decision::Dispatch(r) if r.flow == FlowId(2)));
+        b.check_invariants().unwrap();
     }
 }
