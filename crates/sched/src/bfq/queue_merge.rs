@@ -360,9 +360,8 @@ impl Bfq {
             }
             match (old, want) {
                 (Some(o), Some(n)) => {
-                    if !gr.pos.replace(&(o, q), (n, q)) {
-                        gr.pos.insert((n, q));
-                    }
+                    // A queue's key is filed whenever it is `Some` (`check_invariants`), so the replacement finds it.
+                    gr.pos.replace(&(o, q), (n, q));
                 }
                 (Some(o), None) => {
                     gr.pos.remove(&(o, q));

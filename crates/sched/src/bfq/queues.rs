@@ -459,6 +459,30 @@ mod tests {
         b.check_invariants().unwrap();
     }
 
+    // Only the last process leaving a queue ends its short think time (`bfq_update_has_short_ttime` takes a queue
+    // whose process is exiting as not worth idling for). On a disk that queues commands, idling pays for a
+    // sequential queue only while its think time is short, and with three queues busy no guarantee asks for it;
+    // so a queue shared after a merge keeps its short think time, and the idling for it, while another of its
+    // processes remains.
+    #[test]
+    fn a_shared_queue_keeps_its_short_think_time_while_one_of_its_processes_remains() {
+        let (mut b, q) = one_read_in_flight_one_waiting();
+        b.hw.hw_tag = Some(true);
+        b.flow_started(&FlowInfo::new(FlowId(3)), 0);
+        b.flows.get_mut(&3).unwrap().sync_q = Some(q);
+        b.qm(q).refs += 1;
+        b.flow_started(&FlowInfo::new(FlowId(4)), 0);
+        b.insert(read(3, 4, 1 << 31), 0);
+        assert!(
+            b.better_to_idle(q),
+            "a new sequential sync queue has a short think time"
+        );
+        b.flow_exited(FlowId(1), MS / 2);
+        assert!(b.better_to_idle(q), "flow 3 still uses it");
+        b.qm(q).has_short_ttime = false;
+        assert!(!b.better_to_idle(q), "not idled for without a short think time");
+    }
+
     // A queue in service that still holds requests when its process exits is requeued with them (it stays busy
     // and its requests are served later), not dropped.
     #[test]
