@@ -458,9 +458,9 @@ impl Cfq {
         let charge = if self.iops_mode() {
             u64::from(queue.slice_dispatch) * IOPS_DISPATCH_CHARGE
         } else if !queue.sync && nr_sync == 0 {
-            // An async-only group pays the whole slice; before any completion the slice is not set yet, so
-            // at least the time used.
-            queue.allocated_slice.max(used)
+            // An async-only group pays the whole slice, exactly (3.13's `charge = cfqq->allocated_slice`): nothing
+            // for a slot that ends before its first completion, when the slice is not set yet.
+            queue.allocated_slice
         } else {
             used
         };
@@ -1493,6 +1493,30 @@ mod tests {
         assert_eq!(dispatched(&mut c, 60 * MS).unwrap().flow, FlowId(2));
         let g1 = c.group_index[&GroupId(1)] as usize;
         assert_eq!(c.groups[g1].vdisktime, 120 * MS, "60 ms charged at half the weight");
+    }
+
+    // `cfq_group_served` (3.13) charges an async queue of a group with no sync queue busy exactly its allocated
+    // slice, which is set only at the slot's first completion (`cfq_set_prio_slice`) and cleared when the slot
+    // starts: a writer alone in group 1 dispatches its one write at 0 and, empty and not idled for (async, and no
+    // group idling: group_idle=0), ends its slot at the next dispatch, before the write completes; group 1 is
+    // charged nothing and stays at vdisktime 0, and group 2's reader gets the device next. (Charged the time used,
+    // at least a jiffy, group 1 would move 2 ms.)
+    #[test]
+    fn an_async_only_slot_that_ends_before_its_first_completion_costs_its_group_nothing() {
+        let mut c = cfq(&DeviceInfo::hdd(), &["group_idle=0"]);
+        for f in [1, 2] {
+            c.flow_started(&FlowInfo::new(FlowId(f)).with_group(GroupId(f)), 0);
+        }
+        c.insert(rq(1, 1, 1000, false), 0);
+        c.insert(rq(2, 2, 900_000_000, true), 0);
+        let w = dispatched(&mut c, 0).unwrap();
+        assert_eq!(w.flow, FlowId(1));
+        let wq = c.active;
+        // Reader 2's queue becomes active; its read waits for the write to drain (`cfq_may_dispatch`).
+        assert_eq!(c.dispatch(MS), Decision::Nothing);
+        assert_ne!(c.active, wq, "the writer's slot ended");
+        let g1 = c.group_index[&GroupId(1)] as usize;
+        assert_eq!(c.groups[g1].vdisktime, 0, "nothing charged");
     }
 
     // `cfq_group_served` saves the group's workload context only while the workload slice lasts

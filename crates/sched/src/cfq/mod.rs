@@ -24,8 +24,6 @@
 //!   processed at its own deadline on the next call;
 //! - the close-cooperator search scans the group's sync trees for the same class and priority and takes the
 //!   nearest next request within 8192 sectors of the head (the kernel looks up neighbours in a per-priority tree);
-//! - an async-only group is charged at least the time used when its slot ended before the slice was set (the
-//!   kernel charges the allocated slice, which is still 0 then);
 //! - 3.13 rules where the 3.10-4.3 code differs from later kernels: `slice_idle` and `group_idle` default to 8 ms
 //!   on non-rotational devices too; on a non-rotational queueing device the idle timer is skipped only when
 //!   `group_idle` is 0; group idling has no think-time condition (added in 4.6).
