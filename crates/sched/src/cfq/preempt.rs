@@ -45,8 +45,10 @@ impl Cfq {
         if rq.meta && aq.prio_pending == 0 {
             return true;
         }
-        if nq.workload() == Workload::SyncNoIdle
-            && aq.workload() == Workload::SyncNoIdle
+        // "Idling on the sync-noidle tree": the workload type being served, not the active queue's own type (a
+        // queue that turned seeky in service keeps its place, and the serving type, until it is re-added).
+        if self.serving_wl == Workload::SyncNoIdle
+            && nq.workload() == Workload::SyncNoIdle
             && nq
                 .pos
                 .is_some_and(|p| self.groups[nq.group as usize].trees[p.tree].count() == 2)
@@ -407,6 +409,42 @@ mod tests {
         let q2 = c.flows[&FlowId(2)].sync_q.unwrap() as usize;
         let tree = c.queues[q2].pos.unwrap().tree;
         assert_eq!(c.groups[0].trees[tree].count(), 1, "reader 2 alone on SYNC_NOIDLE");
+        assert_eq!(c.active, Some(a), "reader 1 still in service");
+        assert_eq!(c.dispatch(now), Decision::WaitUntil(now + 8 * MS));
+    }
+
+    // The same stale tree with a second seeky reader: the rule reads the workload type being served
+    // (`cfqd->serving_wl_type`), SYNC here (reader 1 started its slot on the SYNC tree), not reader 1's own type,
+    // now SYNC_NOIDLE. Reader 3 queues a far request first (alone on the SYNC_NOIDLE tree: no preemption), then
+    // reader 2 (the tree now holds two): still no preemption, and reader 1 keeps its idle wait. Reading the
+    // queue's own type, reader 2 would preempt.
+    #[test]
+    fn the_sync_noidle_rule_reads_the_workload_being_served() {
+        use crate::types::Decision;
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=3 {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        let mut now = make_seeky(&mut c, 2, 0);
+        now = make_seeky(&mut c, 3, now);
+        let mut a = None;
+        for k in 0..6u64 {
+            c.insert(request(10 + k, FlowId(1), true, (1 << 36) + k * 10_000_000, false), now);
+            let r = dispatched(&mut c, now).expect("reader 1 is served at once");
+            assert_eq!(r.flow, FlowId(1));
+            assert_eq!(*a.get_or_insert(c.active.unwrap()), c.active.unwrap(), "one slot");
+            now += MS;
+            c.completed(&r, now);
+        }
+        let a = a.unwrap();
+        assert_eq!(c.serving_wl, Workload::Sync);
+        assert_eq!(c.queues[a as usize].workload(), Workload::SyncNoIdle);
+        c.insert(request(40, FlowId(3), true, 1 << 42, false), now);
+        c.insert(request(30, FlowId(2), true, 1 << 40, false), now);
+        let q2 = c.flows[&FlowId(2)].sync_q.unwrap() as usize;
+        let tree = c.queues[q2].pos.unwrap().tree;
+        assert_eq!(c.groups[0].trees[tree].count(), 2, "readers 2 and 3 on SYNC_NOIDLE");
         assert_eq!(c.active, Some(a), "reader 1 still in service");
         assert_eq!(c.dispatch(now), Decision::WaitUntil(now + 8 * MS));
     }
