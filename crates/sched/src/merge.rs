@@ -146,14 +146,16 @@ impl MergeIndex {
     }
 }
 
-/// Extends `target` with `rq` at the given end, keeping `target`'s identity and recording `rq`'s ids as merged.
-/// The caller removes `target` from its [`MergeIndex`] before and adds it back after.
+/// Extends `target` with `rq` at the given end, keeping `target`'s identity and flags and recording `rq`'s ids as
+/// merged. The metadata flag is `target`'s alone: the kernel's merges (`bio_attempt_back_merge`,
+/// `bio_attempt_front_merge`, `attempt_merge`) carry the I/O priority and the failfast mix into the grown request,
+/// not REQ_PRIO/REQ_META, so a metadata request merged into an ordinary one leaves it ordinary. The caller removes
+/// `target` from its [`MergeIndex`] before and adds it back after.
 pub fn absorb(target: &mut Request, rq: Request, kind: MergeKind) {
     if kind == MergeKind::Front {
         target.sector = rq.sector;
     }
     target.sectors += rq.sectors;
-    target.meta |= rq.meta;
     target.merged.push(rq.id);
     target.merged.extend(rq.merged);
 }
@@ -213,5 +215,22 @@ mod tests {
         absorb(&mut a, rq(3, 108, 8), MergeKind::Back);
         assert_eq!((a.sector, a.sectors, a.parts()), (92, 24, 3));
         assert_eq!(a.merged, vec![RequestId(2), RequestId(3)]);
+    }
+
+    // The grown request keeps its own metadata flag, whichever end the other joins: a metadata request merged
+    // into an ordinary one leaves it ordinary, an ordinary one merged into a metadata request leaves it metadata.
+    #[test]
+    fn absorb_keeps_the_targets_metadata_flag() {
+        for kind in [MergeKind::Front, MergeKind::Back] {
+            let mut ordinary = rq(1, 100, 8);
+            let mut m = rq(2, if kind == MergeKind::Front { 92 } else { 108 }, 8);
+            m.meta = true;
+            absorb(&mut ordinary, m, kind);
+            assert!(!ordinary.meta, "{kind:?}: ordinary stays ordinary");
+            let mut meta = rq(3, 100, 8);
+            meta.meta = true;
+            absorb(&mut meta, rq(4, if kind == MergeKind::Front { 92 } else { 108 }, 8), kind);
+            assert!(meta.meta, "{kind:?}: metadata stays metadata");
+        }
     }
 }

@@ -344,13 +344,10 @@ impl Cfq {
         };
         let queue = &mut self.queues[q as usize];
         let old_key = (stored.rq.sector, stored.rq.id.0);
-        let was_meta = stored.rq.meta;
         queue.merge.remove(u64::from(h), &stored.rq);
+        // The grown request keeps its metadata flag (`absorb`), so `prio_pending` does not change.
         absorb(&mut stored.rq, rq, kind);
         queue.merge.add(u64::from(h), &stored.rq);
-        if !was_meta && stored.rq.meta {
-            queue.prio_pending += 1;
-        }
         if kind == MergeKind::Front {
             queue.sort.remove(&old_key);
             queue.sort.insert((stored.rq.sector, stored.rq.id.0), h);
