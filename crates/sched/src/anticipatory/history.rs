@@ -26,6 +26,10 @@ pub const SETTLED_SEEK_SLACK: u64 = 2 * 1024 * 64;
 /// One half in fixed point (128 = 0.5 x [`FIXED_ONE`]): the threshold of the exit estimates ("more than 50 %").
 pub const HALF: u64 = FIXED_ONE / 2;
 
+/// The jiffy (ns) in which `as_update_thinktime` counts its rounding term: 1 ms, HZ=1000 as everywhere in this
+/// policy (its timers and tunables are those of HZ=1000; it takes no timer tick).
+pub const THINK_JIFFY: Time = MS;
+
 /// Decays `old` by 7/8 and adds 1/8 of `sample` (both already in the same scale).
 fn ewma(old: u64, sample: u64) -> u64 {
     (old.saturating_mul(7).saturating_add(sample)) / 8
@@ -43,12 +47,27 @@ pub struct Decaying {
 }
 
 impl Decaying {
-    /// Adds one sample (in the unit of the mean).
+    /// Adds one sample (in the unit of the mean); the mean is rounded to the nearest unit (`as_update_seekdist`:
+    /// `(total + samples / 2) / samples`).
     pub fn add(&mut self, sample: u64) {
-        self.samples = ewma(self.samples, FIXED_ONE);
-        self.total = ewma(self.total, sample.saturating_mul(FIXED_ONE));
-        // `samples` is at least 32 after the first update, so the division is safe; keep the guard anyway.
+        self.decay_in(sample);
         self.mean = self.total.saturating_add(self.samples / 2) / self.samples.max(1);
+    }
+
+    /// Adds one think-time sample (ns) as `as_update_thinktime` does: its mean adds a fixed 128 to the fixed-point
+    /// total, half of one jiffy x 256, where the seek mean adds half the decayed count. That is 128 / samples
+    /// jiffies above the samples' mean: 4 ms (at [`THINK_JIFFY`]) after a process's first sample (weight 32),
+    /// falling towards half a jiffy as the weight settles near 256; so a young process that thinks 2-6 ms is
+    /// taken as thinking longer than `antic_expire` (6 ms) and not waited for.
+    pub fn add_think(&mut self, sample: Time) {
+        self.decay_in(sample);
+        self.mean = self.total.saturating_add(HALF * THINK_JIFFY) / self.samples.max(1);
+    }
+
+    fn decay_in(&mut self, sample: u64) {
+        self.samples = ewma(self.samples, FIXED_ONE);
+        // `samples` is at least 32 after the first update, so the callers' division is safe; they guard anyway.
+        self.total = ewma(self.total, sample.saturating_mul(FIXED_ONE));
     }
 }
 
@@ -134,7 +153,7 @@ impl FlowHistory {
             global.new_ttime_mean = global.new_ttime_total / FIXED_ONE;
             global.exit_prob = ewma(global.exit_prob, 0);
         }
-        self.ttime.add(think);
+        self.ttime.add_think(think);
     }
 
     fn add_seek(&mut self, global: &mut GlobalHistory, dist: u64) {
@@ -186,7 +205,8 @@ mod tests {
         f.io_running = true;
         f.last_end = 10 * MS;
         f.record_sync_arrival(&mut g, 8, 16, 60 * MS);
-        assert_eq!(f.ttime.mean, MAX_THINKTIME);
+        // The kernel's mean after one sample of 20 jiffies: (256 x 20 / 8 + 128) / 32 = 24 jiffies.
+        assert_eq!(f.ttime.mean, MAX_THINKTIME + 4 * MS);
         assert_eq!(g.new_ttime_mean, MAX_THINKTIME / 8);
         // A request on the device does not make the sample 0 (the kernel counts queued requests and those not yet
         // fetched by the driver, never those on the device): a reader with readahead in flight still thinks.
@@ -274,7 +294,30 @@ mod tests {
             ..FlowHistory::default()
         };
         f.record_sync_arrival(&mut g, 8, 16, 10 * MS);
-        assert_eq!((f.ttime.samples, f.ttime.mean), (32, 0));
+        // A sample of 0 with the kernel's rounding term: (0 + 128) / 32 = 4 jiffies.
+        assert_eq!((f.ttime.samples, f.ttime.mean), (32, 4 * MS));
+    }
+
+    // `as_update_thinktime`'s mean is `(total + 128) / samples` in jiffies: 128 / samples jiffies above the
+    // samples' mean, 4 ms after the first sample, then shrinking as the decayed count grows (32, 60, 84, ...
+    // towards 256): a process that always thinks 2 ms is taken as thinking 6 ms after one sample and 2.5 ms once
+    // settled. The seek mean rounds to the nearest sector instead (`+ samples / 2`).
+    #[test]
+    fn the_think_time_mean_carries_the_kernels_rounding_term() {
+        let mut d = Decaying::default();
+        d.add_think(2 * MS);
+        assert_eq!((d.samples, d.mean), (32, 6 * MS));
+        d.add_think(2 * MS);
+        // samples 60, total 7 x 64 ms / 8 + 64 ms = 120 ms (fixed point): (120 ms + 128 ms) / 60.
+        assert_eq!((d.samples, d.mean), (60, 248 * MS / 60));
+        for _ in 0..60 {
+            d.add_think(2 * MS);
+        }
+        assert_eq!(d.mean, (d.total + 128 * MS) / d.samples);
+        assert!(d.mean > 2 * MS && d.mean < 2 * MS + MS, "settled: {} ns", d.mean);
+        let mut seek = Decaying::default();
+        seek.add(2000);
+        assert_eq!(seek.mean, 2000, "the seek mean has no such term");
     }
 
     // What new processes are expected to seek (new_seek_mean, used for a process without seek history) is fed by
