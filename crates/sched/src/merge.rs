@@ -229,7 +229,11 @@ mod tests {
             assert!(!ordinary.meta, "{kind:?}: ordinary stays ordinary");
             let mut meta = rq(3, 100, 8);
             meta.meta = true;
-            absorb(&mut meta, rq(4, if kind == MergeKind::Front { 92 } else { 108 }, 8), kind);
+            absorb(
+                &mut meta,
+                rq(4, if kind == MergeKind::Front { 92 } else { 108 }, 8),
+                kind,
+            );
             assert!(meta.meta, "{kind:?}: metadata stays metadata");
         }
     }

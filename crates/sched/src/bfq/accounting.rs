@@ -159,18 +159,20 @@ impl Bfq {
         self.softrt_on_expire(q, now);
         // 3. Budget feedback.
         let v7_unchanged = self.rules.v7_budget_feedback && self.q(q).sync && reason == Expiration::NoMoreRequests;
-        if reason != Expiration::Preempted && !v7_unchanged {
+        if !v7_unchanged {
             let service = self.entity_service(q);
             let (sync, inflight) = (self.q(q).sync, self.q(q).dispatched > 0);
             // v7r2 gives raised queues the same feedback as the others.
             let raised = self.raised(q) && !self.rules.v7_budget_feedback;
-            let nb = self
+            let recalc = self
                 .budgets
                 .recalc(self.q(q).max_budget, reason, sync, raised, service, inflight);
-            self.qm(q).max_budget = nb;
-            if self.q(q).rqs.next.is_some() {
-                let b = nb.max(self.next_charge(q));
-                self.wf.set_budget(e, b);
+            if let Some(nb) = recalc {
+                self.qm(q).max_budget = nb;
+                if self.q(q).rqs.next.is_some() {
+                    let b = nb.max(self.next_charge(q));
+                    self.wf.set_budget(e, b);
+                }
             }
         }
         // 4-5. Deactivate or requeue.
@@ -727,10 +729,17 @@ mod tests {
     }
 
     // A raised queue gets a small constant budget, 2 x min_budget = 1024, whatever its feedback would be in the
-    // newest kernel; v7r2 gives it the same feedback as the others (exhausted: 4 x 10 922, capped at 16 384).
+    // newest kernel, preempted too (`__bfq_bfqq_recalc_budget` returns early only for a non-raised sync queue);
+    // v7r2 gives it the same feedback as the others (exhausted: 4 x 10 922, capped at 16 384; preempted:
+    // unchanged).
     #[test]
     fn a_raised_queue_gets_twice_the_minimum_budget_in_the_newest_kernel_only() {
-        for (era, want) in [(Era::Newest, 1024), (Era::V7r2, 16_384)] {
+        for (era, reason, want) in [
+            (Era::Newest, Expiration::BudgetExhausted, 1024),
+            (Era::Newest, Expiration::Preempted, 1024),
+            (Era::V7r2, Expiration::BudgetExhausted, 16_384),
+            (Era::V7r2, Expiration::Preempted, 10_922),
+        ] {
             let mut b = policy(era, true, &[]);
             b.flow_started(&FlowInfo::new(FlowId(1)), 0);
             b.insert(rq(1, 1, true, 0, 8), 0);
@@ -738,8 +747,8 @@ mod tests {
             let q = b.in_service.unwrap();
             assert!(b.raised(q), "{era:?}: a new queue is raised");
             b.qm(q).max_budget = 10_922;
-            b.expire(q, Expiration::BudgetExhausted, MS);
-            assert_eq!(b.q(q).max_budget, want, "{era:?}");
+            b.expire(q, reason, MS);
+            assert_eq!(b.q(q).max_budget, want, "{era:?} {reason:?}");
         }
     }
 

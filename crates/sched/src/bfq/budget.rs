@@ -96,34 +96,47 @@ impl Budgets {
         self.max_budget() * 2 / 3
     }
 
-    /// Budget feedback at expiration: the queue's new maximum budget (sectors) from its old one `b`.
-    pub fn recalc(&self, b: u64, reason: Expiration, sync: bool, raised: bool, service: u64, in_flight: bool) -> u64 {
-        let max = self.max_budget();
+    /// Budget feedback at expiration (`__bfq_bfqq_recalc_budget`): the queue's new maximum budget (sectors) from its
+    /// old one `b`, or `None` when the kernel returns early and leaves the queue's budgets as they are (a sync,
+    /// non-raised queue that was preempted). An async queue gets the device's maximum and a raised one (`raised`:
+    /// the newest kernels' rule) twice the minimum, whatever the reason. The caps read the device's maximum as it
+    /// stands (`bfqd->bfq_max_budget`: the user's value, or the autotuned one as soon as the peak rate set it), not
+    /// [`Budgets::max_budget`], which gives the default until [`BUDGETS_TO_AUTOTUNE`] assignments.
+    pub fn recalc(
+        &self,
+        b: u64,
+        reason: Expiration,
+        sync: bool,
+        raised: bool,
+        service: u64,
+        in_flight: bool,
+    ) -> Option<u64> {
+        let device_max = self.max;
         let min = self.min_budget();
-        if !sync {
-            return max;
-        }
-        if raised {
-            return 2 * min;
-        }
-        let nb = match reason {
-            Expiration::TooIdle if in_flight => (2 * b).min(max),
-            Expiration::TooIdle => {
-                if b > 5 * min {
-                    b - 4 * min
-                } else {
-                    min
+        let nb = if !sync {
+            device_max
+        } else if raised {
+            2 * min
+        } else {
+            match reason {
+                Expiration::TooIdle if in_flight => (2 * b).min(device_max),
+                Expiration::TooIdle => {
+                    if b > 5 * min {
+                        b - 4 * min
+                    } else {
+                        min
+                    }
                 }
+                Expiration::BudgetTimeout => (2 * b).min(device_max),
+                Expiration::BudgetExhausted => (4 * b).min(device_max),
+                Expiration::NoMoreRequests => service.max(min),
+                Expiration::Preempted => return None,
             }
-            Expiration::BudgetTimeout => (2 * b).min(max),
-            Expiration::BudgetExhausted => (4 * b).min(max),
-            Expiration::NoMoreRequests => service.max(min),
-            Expiration::Preempted => b,
         };
         if self.user_max == 0 && self.assigned >= BUDGETS_TO_AUTOTUNE {
-            nb.min(max)
+            Some(nb.min(device_max))
         } else {
-            nb
+            Some(nb)
         }
     }
 }
@@ -196,12 +209,15 @@ mod tests {
         let b = Budgets::new(0);
         assert_eq!(
             b.recalc(1000, Expiration::BudgetExhausted, true, false, 1000, false),
-            4000
+            Some(4000)
         );
-        assert_eq!(b.recalc(1000, Expiration::BudgetTimeout, true, false, 500, false), 2000);
+        assert_eq!(
+            b.recalc(1000, Expiration::BudgetTimeout, true, false, 500, false),
+            Some(2000)
+        );
         assert_eq!(
             b.recalc(10_000, Expiration::BudgetExhausted, true, false, 0, false),
-            16384
+            Some(16384)
         );
     }
 
@@ -214,20 +230,70 @@ mod tests {
         assert_eq!(min, 512);
         assert_eq!(
             b.recalc(8000, Expiration::TooIdle, true, false, 10, false),
-            8000 - 4 * min
+            Some(8000 - 4 * min)
         );
-        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, false), min);
-        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, true), 4000);
-        assert_eq!(b.recalc(2000, Expiration::NoMoreRequests, true, false, 700, false), 700);
-        assert_eq!(b.recalc(2000, Expiration::NoMoreRequests, true, false, 7, false), min);
-        assert_eq!(b.recalc(2000, Expiration::Preempted, true, false, 7, false), 2000);
+        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, false), Some(min));
+        assert_eq!(b.recalc(2000, Expiration::TooIdle, true, false, 10, true), Some(4000));
+        assert_eq!(
+            b.recalc(2000, Expiration::NoMoreRequests, true, false, 700, false),
+            Some(700)
+        );
+        assert_eq!(
+            b.recalc(2000, Expiration::NoMoreRequests, true, false, 7, false),
+            Some(min)
+        );
+        assert_eq!(b.recalc(2000, Expiration::Preempted, true, false, 7, false), None);
         assert_eq!(
             b.recalc(2000, Expiration::BudgetExhausted, true, true, 7, false),
-            2 * min
+            Some(2 * min)
         );
         assert_eq!(
             b.recalc(2000, Expiration::NoMoreRequests, false, false, 7, false),
-            16384
+            Some(16384)
+        );
+    }
+
+    // `__bfq_bfqq_recalc_budget` returns early only for a sync, non-raised queue: a preempted raised queue gets
+    // twice the minimum (newest rule) and a preempted async one the device maximum.
+    #[test]
+    fn a_preempted_raised_or_async_queue_still_gets_its_budget() {
+        let b = Budgets::new(0);
+        assert_eq!(b.recalc(2000, Expiration::Preempted, true, false, 7, false), None);
+        assert_eq!(b.recalc(2000, Expiration::Preempted, true, true, 7, false), Some(1024));
+        assert_eq!(
+            b.recalc(2000, Expiration::Preempted, false, false, 7, false),
+            Some(16_384)
+        );
+    }
+
+    // The caps read the device maximum as autotuning left it, even before the 194 assignments after which
+    // `max_budget` reports it: tuned to 6000 (a slow disk) after 3 assignments, a timed-out 4000 is capped at
+    // 6000, not 8000, an exhausted one too, and an async queue gets 6000; the minimum, and so the shrink, stay on
+    // the default (512) until then.
+    #[test]
+    fn the_caps_read_the_autotuned_maximum_before_it_is_reported() {
+        let mut b = Budgets::new(0);
+        for _ in 0..3 {
+            b.assigned_one();
+        }
+        b.max = 6000;
+        assert_eq!(b.max_budget(), DEFAULT_MAX_BUDGET, "not reported yet");
+        assert_eq!(
+            b.recalc(4000, Expiration::BudgetTimeout, true, false, 0, false),
+            Some(6000)
+        );
+        assert_eq!(
+            b.recalc(4000, Expiration::BudgetExhausted, true, false, 0, false),
+            Some(6000)
+        );
+        assert_eq!(b.recalc(4000, Expiration::TooIdle, true, false, 0, true), Some(6000));
+        assert_eq!(
+            b.recalc(4000, Expiration::NoMoreRequests, false, false, 0, false),
+            Some(6000)
+        );
+        assert_eq!(
+            b.recalc(8000, Expiration::TooIdle, true, false, 0, false),
+            Some(8000 - 4 * 512)
         );
     }
 
@@ -278,28 +344,33 @@ mod tests {
     }
 
     // The autotuned cap (kernel: `bfq_stats_min_budgets` assignments, then `min(max_budget, bfq_max_budget)`):
-    // once 11 budgets have been assigned and the maximum is tuned down to 4000 sectors, a queue that exhausted a
-    // 3000-sector budget gets 4000, not 12 000; before the 11th assignment, or with a user maximum, the cap does not
-    // apply (the default maximum 16 384 caps the growth instead).
+    // with the maximum tuned down to 4000 sectors, a queue that exhausted a 3000-sector budget gets 4000, not
+    // 12 000, at once (the growth is capped by the device field); a demand of 5000 (no more requests) is kept
+    // until 11 budgets have been assigned, then capped at 4000; with a user maximum the final cap does not apply.
     #[test]
     fn the_autotuned_maximum_caps_the_feedback_once_tuned() {
         let mut b = Budgets::new(0);
         b.max = 4000;
         assert_eq!(
             b.recalc(3000, Expiration::BudgetExhausted, true, false, 3000, false),
-            12_000,
-            "not yet tuned: capped by the default 16 384"
+            Some(4000),
+            "the growth is capped by the tuned field"
+        );
+        assert_eq!(
+            b.recalc(3000, Expiration::NoMoreRequests, true, false, 5000, false),
+            Some(5000),
+            "not yet 194 assignments: the demand is kept"
         );
         for _ in 0..11 {
             b.assigned_one();
         }
         assert_eq!(
             b.recalc(3000, Expiration::BudgetExhausted, true, false, 3000, false),
-            4000
+            Some(4000)
         );
         assert_eq!(
             b.recalc(3000, Expiration::NoMoreRequests, true, false, 5000, false),
-            4000
+            Some(4000)
         );
         let mut u = Budgets::new(4000);
         for _ in 0..11 {
@@ -307,11 +378,11 @@ mod tests {
         }
         assert_eq!(
             u.recalc(1500, Expiration::BudgetExhausted, true, false, 1500, false),
-            4000
+            Some(4000)
         );
         assert_eq!(
             u.recalc(3000, Expiration::NoMoreRequests, true, false, 5000, false),
-            5000,
+            Some(5000),
             "a user maximum does not cap the demand"
         );
     }
