@@ -346,10 +346,11 @@ impl Cfq {
         if rq.meta {
             crate::counter::dec(&mut queue.prio_pending, "cfq queue prio_pending");
         }
-        if queue.next_rq == Some(h) {
-            let next = self.find_next(q, key, rq.end());
-            self.queues[q as usize].next_rq = next;
-        }
+        // `cfq_dispatch_insert`: the next request is chosen afresh at every dispatch, between the dispatched
+        // request's two neighbours as seen from its first sector (`cfq_find_next_rq(.., rq)` compares from
+        // `blk_rq_pos(rq)`), whether or not it was the next request (a FIFO-expired one need not be).
+        let next = self.find_next(q, key, rq.sector);
+        self.queues[q as usize].next_rq = next;
         self.clean_fifo(q);
         crate::counter::dec(&mut self.rq_queued, "cfq rq_queued");
         self.queued_parts = self.queued_parts.saturating_sub(rq.parts());

@@ -468,8 +468,10 @@ fn quantum_limits_dispatch_depth() {
 
 // The FIFO is consulted once per slot. Flow 2 queues rX (sector 10, t=0), rY (2e6, t=1 ms), rZ (50.1e6, t=2 ms)
 // while flow 1 holds the disk at sector 50e6. When flow 2's slot starts at 208 ms all three are past the 125 ms
-// sync deadline: the first dispatch is the FIFO head rX, but the second is the elevator's choice rZ (forward from
-// the head), not the older expired rY.
+// sync deadline: the first dispatch is the FIFO head rX; the next one is not the FIFO's again but the elevator's
+// choice, which `cfq_dispatch_insert` makes afresh from rX's neighbours: its successor rY at 2e6 (rX has no
+// predecessor), then rZ. (Keeping the choice made before rX jumped the queue, rZ forward of the head at 50e6,
+// would give [10, 12, 11].)
 #[test]
 fn fifo_expiry_once_per_slice() {
     let mut c = cfq(&DeviceInfo::hdd(), &[]);
@@ -481,7 +483,24 @@ fn fifo_expiry_once_per_slice() {
     c.completed(&first, 200 * MS);
     assert_eq!(c.dispatch(200 * MS), Decision::WaitUntil(208 * MS));
     let order: Vec<u64> = (0..3).map(|_| dispatched(&mut c, 208 * MS).unwrap().id.0).collect();
-    assert_eq!(order, vec![10, 12, 11]);
+    assert_eq!(order, vec![10, 11, 12]);
+}
+
+// After a dispatch the next request is chosen between the dispatched request's neighbours as seen from its first
+// sector (`cfq_find_next_rq` compares from `blk_rq_pos(last)`): with the head at 10 000, B (10 000) goes first; from
+// its start, P at 9 990 costs 2 x 10 = 20 (a back seek) and N at 10 030 costs 30, so P is next. (Seen from B's end,
+// 10 008, P would cost 36 and N 22.)
+#[test]
+fn the_next_request_is_chosen_from_the_dispatched_requests_start() {
+    let mut c = cfq(&DeviceInfo::hdd(), &[]);
+    c.insert(rq(1, 1, 9_992, true), 0);
+    let a = dispatched(&mut c, 0).unwrap();
+    assert_eq!(a.end(), 10_000);
+    for (id, sector) in [(2, 10_000), (3, 9_990), (4, 10_030)] {
+        c.insert(rq(id, 1, sector, true), 0);
+    }
+    let order: Vec<u64> = (0..3).map(|_| dispatched(&mut c, 0).unwrap().id.0).collect();
+    assert_eq!(order, vec![2, 3, 4]);
 }
 
 // Back-seek choice: with the head at 10 008, a request 50 sectors behind (cost 2*50 = 100) beats one 150 ahead,
