@@ -90,7 +90,7 @@ mod tests {
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
     use crate::tunables::TunableValues;
-    use crate::types::{Direction, FlowId, FlowInfo, GroupId, Request, RequestId, MS};
+    use crate::types::{Direction, FlowId, FlowInfo, GroupId, Request, RequestId, MS, SEC};
 
     /// The active queue's process (flow 1) and the newcomer's (flow 2), and what each has done.
     #[derive(Clone)]
@@ -411,6 +411,50 @@ mod tests {
         assert_eq!(c.groups[0].trees[tree].count(), 1, "reader 2 alone on SYNC_NOIDLE");
         assert_eq!(c.active, Some(a), "reader 1 still in service");
         assert_eq!(c.dispatch(now), Decision::WaitUntil(now + 8 * MS));
+    }
+
+    // The rule decides alone when the queue in service has an idle window while placed, and served, on the
+    // SYNC_NOIDLE tree (a seeky queue whose history turned sequential in service regains its window before it is
+    // re-added): reader 1, seeky, is served on the SYNC_NOIDLE tree and idled for as its tree's last queue; its
+    // window is then set, as that re-evaluation would. Seeky reader 2 queues a far request: the tree holds the two
+    // of them and reader 1 is empty, so the rule preempts (3.13). The next rules would not (reader 1 has an idle
+    // window, so it should idle; reader 2's request is far), so the preemption is the rule's alone.
+    #[test]
+    fn the_sync_noidle_rule_preempts_a_queue_with_an_idle_window_on_that_tree() {
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=2 {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        let mut now = make_seeky(&mut c, 2, 0);
+        // A second later the SYNC workload's slice is long over: reader 1's next read starts a SYNC_NOIDLE one.
+        now = make_seeky(&mut c, 1, now) + SEC;
+        let noidle = super::super::service_tree::tree_index(IoClass::Be, Workload::SyncNoIdle);
+        c.insert(request(500, FlowId(1), true, 1 << 38, false), now);
+        let r = dispatched(&mut c, now).expect("reader 1 is served at once");
+        now += MS;
+        c.completed(&r, now);
+        let q1 = c.active.expect("reader 1 in service");
+        assert_eq!(c.serving_wl, Workload::SyncNoIdle);
+        assert_eq!(c.queues[q1 as usize].pos.unwrap().tree, noidle);
+        assert!(
+            c.queues[q1 as usize].wait_request,
+            "idled for as the last queue of its tree"
+        );
+        c.queues[q1 as usize].idle_window = true;
+        assert_eq!(
+            c.groups[0].trees[noidle].count(),
+            1,
+            "reader 1 alone there; reader 2 makes two"
+        );
+        c.insert(request(30, FlowId(2), true, 1 << 40, false), now);
+        assert_ne!(c.active, Some(q1), "reader 1 preempted");
+        let next = dispatched(&mut c, now).map(|r| r.flow);
+        assert_eq!(
+            next,
+            Some(FlowId(2)),
+            "reader 2 served at once, not after reader 1's idle wait"
+        );
     }
 
     // The same stale tree with a second seeky reader: the rule reads the workload type being served
