@@ -374,6 +374,22 @@ mod tests {
         assert_eq!(c.active, Some(a), "reader 1 still in service");
     }
 
+    /// Reader 1 (a new queue, on the SYNC tree with an idle window) is served six reads 10 M sectors apart in one
+    /// slot from `now`, each issued as the previous one completes: it turns seeky in service and, emptied, is idled
+    /// for. Returns its queue and the time of its last completion.
+    fn reader_1_turns_seeky_in_service(c: &mut Cfq, mut now: Time) -> (u32, Time) {
+        let mut a = None;
+        for k in 0..6u64 {
+            c.insert(request(10 + k, FlowId(1), true, (1 << 36) + k * 10_000_000, false), now);
+            let r = dispatched(c, now).expect("reader 1 is served at once");
+            assert_eq!(r.flow, FlowId(1));
+            assert_eq!(*a.get_or_insert(c.active.unwrap()), c.active.unwrap(), "one slot");
+            now += MS;
+            c.completed(&r, now);
+        }
+        (a.unwrap(), now)
+    }
+
     // `cfq_should_preempt` (3.13) lets a SYNC_NOIDLE newcomer preempt only "if we are idling on the sync-noidle
     // tree": its tree must hold exactly two queues (its own and the one in service). A newcomer alone on its
     // SYNC_NOIDLE tree does not preempt a queue that idles as the last of another tree. Reader 1 starts its slot on
@@ -390,18 +406,9 @@ mod tests {
         for f in 1..=2 {
             c.flow_started(&FlowInfo::new(FlowId(f)), 0);
         }
-        let mut now = make_seeky(&mut c, 2, 0);
+        let now = make_seeky(&mut c, 2, 0);
         let sync = super::super::service_tree::tree_index(IoClass::Be, Workload::Sync);
-        let mut a = None;
-        for k in 0..6u64 {
-            c.insert(request(10 + k, FlowId(1), true, (1 << 36) + k * 10_000_000, false), now);
-            let r = dispatched(&mut c, now).expect("reader 1 is served at once");
-            assert_eq!(r.flow, FlowId(1));
-            assert_eq!(*a.get_or_insert(c.active.unwrap()), c.active.unwrap(), "one slot");
-            now += MS;
-            c.completed(&r, now);
-        }
-        let a = a.unwrap();
+        let (a, now) = reader_1_turns_seeky_in_service(&mut c, now);
         let aq = &c.queues[a as usize];
         assert!(aq.seeky() && aq.workload() == Workload::SyncNoIdle && aq.wait_request);
         assert_eq!(aq.pos.unwrap().tree, sync, "still on the SYNC tree");
@@ -472,16 +479,7 @@ mod tests {
         }
         let mut now = make_seeky(&mut c, 2, 0);
         now = make_seeky(&mut c, 3, now);
-        let mut a = None;
-        for k in 0..6u64 {
-            c.insert(request(10 + k, FlowId(1), true, (1 << 36) + k * 10_000_000, false), now);
-            let r = dispatched(&mut c, now).expect("reader 1 is served at once");
-            assert_eq!(r.flow, FlowId(1));
-            assert_eq!(*a.get_or_insert(c.active.unwrap()), c.active.unwrap(), "one slot");
-            now += MS;
-            c.completed(&r, now);
-        }
-        let a = a.unwrap();
+        let (a, now) = reader_1_turns_seeky_in_service(&mut c, now);
         assert_eq!(c.serving_wl, Workload::Sync);
         assert_eq!(c.queues[a as usize].workload(), Workload::SyncNoIdle);
         c.insert(request(40, FlowId(3), true, 1 << 42, false), now);
