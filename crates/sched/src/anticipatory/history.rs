@@ -61,7 +61,7 @@ impl Decaying {
     /// taken as thinking longer than `antic_expire` (6 ms) and not waited for.
     pub fn add_think(&mut self, sample: Time) {
         self.decay_in(sample);
-        self.mean = self.total.saturating_add(HALF * THINK_JIFFY) / self.samples.max(1);
+        self.mean = self.total.saturating_add(FIXED_ONE / 2 * THINK_JIFFY) / self.samples.max(1);
     }
 
     fn decay_in(&mut self, sample: u64) {

@@ -281,9 +281,10 @@ mod tests {
 
     use super::super::budget::Expiration;
     use super::super::era::SeekMean;
+    use super::super::tests::rq;
     use super::super::*;
     use crate::device::DeviceInfo;
-    use crate::types::{Direction, FlowId, FlowInfo, Request, RequestId, MS, US};
+    use crate::types::{FlowId, FlowInfo, Request, MS, US};
 
     fn dev(rotational: bool) -> DeviceInfo {
         let mut d = if rotational {
@@ -300,11 +301,6 @@ mod tests {
         let d = dev(rotational);
         let v = TunableValues::parse("bfq", table, &d, pairs).unwrap();
         Bfq::with_era(&d, Params::from_values(&v), era)
-    }
-
-    fn rq(id: u64, flow: u32, sync: bool, sector: u64, sectors: u32) -> Request {
-        let dir = if sync { Direction::Read } else { Direction::Write };
-        Request::new(RequestId(id), FlowId(flow), dir, sync, sector, sectors)
     }
 
     #[track_caller]

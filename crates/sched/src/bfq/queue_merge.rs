@@ -100,7 +100,7 @@ impl Bfq {
     /// red-black tree parent of `sector`'s leaf, which is one of the two neighbours depending on the tree's
     /// shape (its insertion history and rebalancing); we look first at the nearer one (the one ahead, at or after
     /// `sector`, on a tie: the direction the head sweeps), a deterministic stand-in that differs only when both are close and only one may cooperate.
-    pub(crate) fn find_close(&self, g: usize, sector: u64) -> Option<QueueId> {
+    fn find_close(&self, g: usize, sector: u64) -> Option<QueueId> {
         let gr = self.groups.get(g)?;
         let lowest = QueueId::at(0);
         let after = gr.pos.at_or_after(&(sector, lowest));
@@ -389,11 +389,11 @@ impl Bfq {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{bfq, checked};
+    use super::super::tests::{bfq, checked, rq};
     use super::*;
     use crate::device::DeviceInfo;
     use crate::scheduler::Scheduler;
-    use crate::types::{Direction, FlowInfo, RequestId, SEC};
+    use crate::types::{FlowInfo, SEC};
 
     /// Flow `f`'s sync queue on `b`, filed in its group's position tree at `sector` as if busy there.
     fn filed_at(b: &mut Bfq, f: u32, sector: u64) -> QueueId {
@@ -747,14 +747,9 @@ mod tests {
         b
     }
 
-    fn rq(id: u64, flow: u32, sync: bool, sector: u64) -> Request {
-        let dir = if sync { Direction::Read } else { Direction::Write };
-        Request::new(RequestId(id), FlowId(flow), dir, sync, sector, 8)
-    }
-
     /// Whether flow 3's read at sector 10 000 (inserted at `now`) ends in flow 1's queue.
     fn third_reader_joins_the_first(b: &mut Bfq, now: Time) -> bool {
-        b.insert(rq(9, 3, true, 10_000), now);
+        b.insert(rq(9, 3, true, 10_000, 8), now);
         checked(b);
         b.flows[&3].sync_q.is_some() && b.flows[&3].sync_q == b.flows[&1].sync_q
     }
@@ -766,11 +761,11 @@ mod tests {
     #[test]
     fn a_near_async_queue_hides_a_sync_cooperator() {
         let mut b = flows_on_hdd(3);
-        b.insert(rq(1, 1, true, 10_100), 0);
+        b.insert(rq(1, 1, true, 10_100, 8), 0);
         assert!(third_reader_joins_the_first(&mut b, 0), "no async queue near: merged");
         let mut b = flows_on_hdd(3);
-        b.insert(rq(1, 1, true, 10_100), 0);
-        b.insert(rq(2, 2, false, 10_050), 0);
+        b.insert(rq(1, 1, true, 10_100, 8), 0);
+        b.insert(rq(2, 2, false, 10_050, 8), 0);
         assert!(!third_reader_joins_the_first(&mut b, 0), "hidden by the async queue");
     }
 
@@ -782,8 +777,8 @@ mod tests {
         let mut idle = FlowInfo::new(FlowId(2));
         idle.class = IoClass::Idle;
         b.flow_started(&idle, 0);
-        b.insert(rq(1, 1, true, 10_100), 0);
-        b.insert(rq(2, 2, true, 10_050), 0);
+        b.insert(rq(1, 1, true, 10_100, 8), 0);
+        b.insert(rq(2, 2, true, 10_050, 8), 0);
         let q2 = b.flows[&2].sync_q.unwrap();
         assert_eq!(b.q(q2).pos_key, None);
         assert!(third_reader_joins_the_first(&mut b, 0));
@@ -795,7 +790,7 @@ mod tests {
     #[test]
     fn a_queue_too_late_for_merging_is_not_offered_as_a_cooperator() {
         let mut b = flows_on_hdd(3);
-        b.insert(rq(1, 1, true, 10_100), 0);
+        b.insert(rq(1, 1, true, 10_100, 8), 0);
         let q1 = b.flows[&1].sync_q.unwrap();
         b.qm(q1).merge.first_io_time = Some(0);
         b.qm(q1).wr.service_from_backlogged = 8;
@@ -813,8 +808,8 @@ mod tests {
     #[test]
     fn the_tree_holds_one_queue_per_sector() {
         let mut b = flows_on_hdd(4);
-        b.insert(rq(2, 2, false, 10_000), 0);
-        b.insert(rq(1, 1, true, 10_000), 0);
+        b.insert(rq(2, 2, false, 10_000, 8), 0);
+        b.insert(rq(1, 1, true, 10_000, 8), 0);
         let q1 = b.flows[&1].sync_q.unwrap();
         assert_eq!(b.q(q1).pos_key, None, "the sector is taken");
         assert!(!third_reader_joins_the_first(&mut b, 0));
@@ -822,7 +817,7 @@ mod tests {
         b.pos_remove(aq);
         b.pos_update(q1, 0);
         assert_eq!(b.q(q1).pos_key, Some(10_000));
-        b.insert(rq(4, 4, true, 10_008), 0);
+        b.insert(rq(4, 4, true, 10_008, 8), 0);
         assert_eq!(b.flows[&4].sync_q, Some(q1));
         checked(&b);
     }

@@ -559,6 +559,12 @@ pub(super) fn next_rq(b: &mut Bfq, now: Time) -> Request {
     }
 }
 
+/// A request of `sectors` at `sector` for `flow`: a sync read, or an async write.
+pub(super) fn rq(id: u64, flow: u32, sync: bool, sector: u64, sectors: u32) -> Request {
+    let dir = if sync { Direction::Read } else { Direction::Write };
+    Request::new(RequestId(id), FlowId(flow), dir, sync, sector, sectors)
+}
+
 fn read(id: u64, flow: u32, sector: u64, sectors: u32) -> Request {
     Request::new(RequestId(id), FlowId(flow), Direction::Read, true, sector, sectors)
 }
