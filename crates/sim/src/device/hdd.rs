@@ -13,11 +13,13 @@
 //! - **Seek.** [`SeekCurve`]: `a + b*sqrt(d)` below a boundary distance, `c + e*d` above, fitted to the track-to-track,
 //!   average and full-stroke times (see [`SeekCurve::fit`]). A head change on the same cylinder costs a head switch;
 //!   writes add a settle time.
-//! - **Read cache.** `cache_segments` segments of `segment_kib`. A media read fills a segment; if the drive then has
+//! - **Read cache.** `cache_segments` segments of `segment_kib`. A media read fills a segment (a free one, else the
+//!   least recently used; a hit uses the segment that served it); if the drive then has
 //!   nothing to do, the head keeps reading ahead into that segment (at the media rate, up to one segment beyond the
 //!   last request) until another command moves it. A read wholly in a segment transfers at `interface_mb_s`; a read
 //!   continuing the running readahead completes when the head reaches its end (or at interface speed if the data is
-//!   already there).
+//!   already there). A write drops the segments it overlaps (they become free) and stops a readahead that would
+//!   reach its sectors.
 //! - **Write cache.** With `write_cache_kib > 0`, a write that fits in the free write cache completes after the
 //!   command overhead plus its transfer at interface speed; the dirty data is written to the media (destaged, in
 //!   pieces of at most 512 KiB, nearest first) only when no host command is queued and the drive has had no host
@@ -300,8 +302,8 @@ struct InService {
 /// How a command would be served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// Entirely in a cache segment.
-    Hit,
+    /// Entirely in cache segment `seg`.
+    Hit { seg: usize },
     /// Continues the running readahead.
     Stream,
     /// Needs the media from `from` on (the part before `from` is in segment `seg`, if any).
@@ -632,7 +634,7 @@ impl Hdd {
                         return Plan {
                             end: t + ovh + iface,
                             positioning: 0,
-                            kind: Kind::Hit,
+                            kind: Kind::Hit { seg: i },
                         };
                     }
                     let from = vend;
@@ -715,11 +717,8 @@ impl Hdd {
         }
         for seg in &mut self.segments {
             if seg.start < end && sector < seg.end {
-                *seg = Segment {
-                    start: 0,
-                    end: 0,
-                    lru: seg.lru,
-                };
+                // Emptied, the segment is free: the next media read fills it before evicting valid data.
+                *seg = Segment::default();
             }
         }
     }
@@ -733,14 +732,10 @@ impl Hdd {
         let op_end = op.sector + op.sectors;
         self.lru_clock += 1;
         match plan.kind {
-            Kind::Hit => {
-                // Served from the cache; a running readahead goes on.
-                for seg in &mut self.segments {
-                    if op.sector >= seg.start && op.sector < seg.end.max(op_end) {
-                        seg.lru = self.lru_clock;
-                        break;
-                    }
-                }
+            Kind::Hit { seg } => {
+                // Served from the cache, which makes that segment the most recently used; a running readahead
+                // goes on.
+                self.segments[seg].lru = self.lru_clock;
             }
             Kind::Stream => {
                 if let Some(s) = &mut self.stream {
@@ -1321,6 +1316,282 @@ mod tests {
             out
         };
         assert_eq!(run(), run());
+    }
+
+    /// Submits one command at `t` and advances the drive until it completes; its completion time, ns.
+    fn serve(d: &mut Hdd, dir: Direction, sector: u64, sectors: u32, t: Time) -> Time {
+        const TAG: u64 = 1 << 40;
+        d.submit(
+            DevRequest {
+                tag: TAG,
+                dir,
+                sector,
+                sectors,
+            },
+            t,
+        );
+        loop {
+            let n = d.next_completion().expect("a submitted command completes");
+            if d.pop_completion(n) == Some(TAG) {
+                return n;
+            }
+        }
+    }
+
+    /// A read of `sectors` served from the read cache: the command overhead and the transfer at interface speed, ns.
+    fn hit_ns(cfg: &HddConfig, sectors: u64) -> Time {
+        f64_ns(cfg.command_overhead_us, 1e3) + xfer_ns(sectors, ps_per_sector(cfg.interface_mb_s))
+    }
+
+    /// A segment's worth of sectors.
+    fn segment(cfg: &HddConfig) -> u64 {
+        cfg.segment_kib as u64 * 2
+    }
+
+    #[test]
+    fn a_write_drops_the_cached_data_it_overlaps_and_nothing_next_to_it() {
+        // A read at S, 20 ms of idle readahead (one 1 MiB segment takes about 7 ms at the outer rate), then a far
+        // read that moves the head away: the segment keeps the last segment's worth before where the readahead
+        // stopped, [S + 8, S + 8 + segment). A cached write makes the sectors it overlaps stale, so the model drops
+        // the segment and reading them goes back to the media (a seek of hundreds of millions of sectors: many
+        // ms); a write that only touches the segment, ending at its first sector or starting at its end, leaves it
+        // whole, and the read is a hit.
+        let cfg = seagate();
+        let s = 1_000_000u64;
+        let (first, end) = (s + 8, s + 8 + segment(&cfg));
+        for (what, w, dropped) in [
+            ("ends at its first sector", first - 8, false),
+            ("starts at its end", end, false),
+            ("overlaps it", first + 1000, true),
+        ] {
+            let mut d = Hdd::new(&cfg);
+            let t = serve(&mut d, Direction::Read, s, 8, 0);
+            let t = serve(&mut d, Direction::Read, 500_000_000, 8, t + 20 * MS);
+            let t = serve(&mut d, Direction::Write, w, 8, t + MS) + MS;
+            let took = serve(&mut d, Direction::Read, first, 128, t) - t;
+            if dropped {
+                assert!(took > hit_ns(&cfg, 128) + MS, "a write that {what}: read in {took} ns");
+            } else {
+                assert_eq!(took, hit_ns(&cfg, 128), "a write that {what}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_write_ahead_of_the_readahead_stops_it_where_the_head_is() {
+        // After a read at S the head reads ahead toward S + 8 + segment. A cached write to sectors in that stretch,
+        // ahead of the head, ends the readahead where the head is, so the stale sectors are never taken into the
+        // cache: 20 ms later (the readahead would have passed them) reading them needs the media, whose transfer
+        // alone is slower than the interface, while the sectors read before the write are still a hit. A write
+        // just past the stretch, or just before the segment, leaves the readahead running: the stretch is cached
+        // (and, the segment being a ring, the first read's sectors have been overwritten by then).
+        let cfg = seagate();
+        let s = 1_000_000u64;
+        let limit = s + 8 + segment(&cfg);
+        let probe = s + 1000;
+        for (what, w, stops) in [
+            ("ahead of the head", probe, true),
+            ("at the readahead's limit", limit, false),
+            ("just before the segment", s - 8, false),
+        ] {
+            let mut d = Hdd::new(&cfg);
+            let t = serve(&mut d, Direction::Read, s, 8, 0);
+            let t = serve(&mut d, Direction::Write, w, 8, t) + 20 * MS;
+            if stops {
+                let kept = serve(&mut d, Direction::Read, s, 8, t) - t;
+                assert_eq!(
+                    kept,
+                    hit_ns(&cfg, 8),
+                    "a write {what}: the first read's sectors stay cached"
+                );
+            }
+            let t = t + MS;
+            let took = serve(&mut d, Direction::Read, probe, 8, t) - t;
+            if stops {
+                assert!(
+                    took > hit_ns(&cfg, 8),
+                    "a write {what}: the stale sectors came from the cache"
+                );
+            } else {
+                assert_eq!(took, hit_ns(&cfg, 8), "a write {what} stopped the readahead");
+            }
+        }
+    }
+
+    #[test]
+    fn an_interrupted_readahead_holds_what_passed_under_the_head() {
+        // A read at S ends at t1; the head then reads ahead from S + 8 at the media rate (spt sectors per
+        // revolution plus head switch). A far read 4 ms later stops it: the segment holds the sectors that passed
+        // under the head by then, 4 ms at the media rate. 8 sectors 64 below that point are a hit; 8 sectors 64
+        // above it must come from the media (a long seek back from the far read).
+        let cfg = seagate();
+        let s = 1_000_000u64;
+        let per_s = Hdd::new(&cfg).media_rate_bytes_per_s(s) / 512.0;
+        let mut d = Hdd::new(&cfg);
+        let t1 = serve(&mut d, Direction::Read, s, 8, 0);
+        let passed = s + 8 + (4.0e-3 * per_s) as u64;
+        let t = serve(&mut d, Direction::Read, 500_000_000, 8, t1 + 4 * MS) + MS;
+        let below = serve(&mut d, Direction::Read, passed - 72, 8, t) - t;
+        assert_eq!(below, hit_ns(&cfg, 8), "sectors the head had passed are cached");
+        let t = t + below + MS;
+        let above = serve(&mut d, Direction::Read, passed + 64, 8, t) - t;
+        assert!(
+            above > hit_ns(&cfg, 8) + MS,
+            "sectors the head had not reached came from the cache: {above} ns"
+        );
+    }
+
+    #[test]
+    fn a_cache_hit_makes_its_segment_the_last_to_be_evicted() {
+        // Two segments, B (low sectors) then A (higher) read and cached. The next media read, C, replaces the least
+        // recently used one, a cache hit counting as a use: after a hit in B it replaces A; after a hit in B and
+        // then one in A it replaces B. The other stays a hit, the replaced one needs the media again (a seek of
+        // hundreds of millions of sectors). (B's segment starts below A's sectors: a hit must refresh the segment
+        // that holds its sectors, not the first one that starts below them.)
+        let mut cfg = seagate();
+        cfg.cache_segments = 2;
+        let (b, a, c) = (1_000_000u64, 300_000_000u64, 600_000_000u64);
+        for (hits, kept, replaced) in [(vec![b], b, a), (vec![b, a], a, b)] {
+            let mut d = Hdd::new(&cfg);
+            let t = serve(&mut d, Direction::Read, b, 8, 0);
+            let mut t = serve(&mut d, Direction::Read, a, 8, t + 20 * MS) + 20 * MS;
+            for &h in &hits {
+                let hit = serve(&mut d, Direction::Read, h + 100, 8, t) - t;
+                assert_eq!(hit, hit_ns(&cfg, 8));
+                t += MS;
+            }
+            let t = serve(&mut d, Direction::Read, c, 8, t) + MS;
+            let again = serve(&mut d, Direction::Read, kept + 200, 8, t) - t;
+            assert_eq!(
+                again,
+                hit_ns(&cfg, 8),
+                "hits {hits:?}: the segment used last was replaced"
+            );
+            let t = t + again + MS;
+            let gone = serve(&mut d, Direction::Read, replaced + 200, 8, t) - t;
+            assert!(
+                gone > hit_ns(&cfg, 8) + MS,
+                "hits {hits:?}: the least recently used segment was kept"
+            );
+        }
+    }
+
+    #[test]
+    fn a_segment_a_write_empties_is_filled_before_valid_data_is_evicted() {
+        // Two segments, A then B cached (A least recently used). A write into B's data empties B's segment; the
+        // next media read, C, fills that free segment rather than evicting A, so A is still a hit.
+        let mut cfg = seagate();
+        cfg.cache_segments = 2;
+        let (a, b, c) = (1_000_000u64, 300_000_000u64, 600_000_000u64);
+        let mut d = Hdd::new(&cfg);
+        let t = serve(&mut d, Direction::Read, a, 8, 0);
+        let t = serve(&mut d, Direction::Read, b, 8, t + 20 * MS) + 20 * MS;
+        let t = serve(&mut d, Direction::Write, b + 500, 8, t) + MS;
+        let t = serve(&mut d, Direction::Read, c, 8, t) + MS;
+        let a_again = serve(&mut d, Direction::Read, a + 200, 8, t) - t;
+        assert_eq!(
+            a_again,
+            hit_ns(&cfg, 8),
+            "valid data was evicted while a segment was free"
+        );
+    }
+
+    #[test]
+    fn a_half_full_write_cache_is_destaged_while_the_host_keeps_the_drive_busy() {
+        // Destaging waits for DESTAGE_IDLE_NS without host commands, unless the write cache is at least half full.
+        // Fill it with contiguous 512 KiB writes to one piece below half, or to exactly half, then keep the host
+        // busy with back-to-back reads for 200 ms: below half nothing is destaged; at half the drive destages
+        // between the reads until it is below half again.
+        let cfg = seagate();
+        let cap = cfg.write_cache_kib as u64 * 2;
+        let piece = 1024u64;
+        for pieces in [cap / 2 / piece - 1, cap / 2 / piece] {
+            let mut d = Hdd::new(&cfg);
+            let mut t = 0;
+            for i in 0..pieces {
+                t = serve(&mut d, Direction::Write, 50_000_000 + i * piece, piece as u32, t);
+            }
+            let mut rng = Lcg::new(9);
+            while t < 200 * MS {
+                t = serve(&mut d, Direction::Read, rng.below(cfg.capacity_sectors / 8) * 8, 8, t);
+            }
+            if pieces * piece * 2 < cap {
+                assert_eq!(d.dirty, pieces * piece, "destaged below half while the host was busy");
+            } else {
+                assert!(d.dirty * 2 < cap, "still {} dirty sectors of {cap}", d.dirty);
+            }
+        }
+    }
+
+    #[test]
+    fn writes_are_acknowledged_from_the_cache_until_it_is_exactly_full() {
+        // 4 KiB writes submitted at once: as long as each fits in the free write cache it completes after the
+        // command overhead and its transfer at interface speed. The one that would overfill it waits as a media
+        // write behind the destage of 512 KiB that started when the cache reached half (at least that piece's
+        // 0.4 revolution of transfer), so it completes milliseconds later.
+        let cfg = seagate();
+        let cap = cfg.write_cache_kib as u64 * 2;
+        let n = cap / 8;
+        let mut d = Hdd::new(&cfg);
+        for i in 0..=n {
+            d.submit(
+                DevRequest {
+                    tag: i,
+                    dir: Direction::Write,
+                    sector: i * 8,
+                    sectors: 8,
+                },
+                0,
+            );
+        }
+        let mut at = vec![0; n as usize + 1];
+        while let Some(t) = d.next_completion() {
+            if let Some(tag) = d.pop_completion(t) {
+                at[tag as usize] = t;
+            }
+        }
+        let acked = hit_ns(&cfg, 8);
+        assert!(at[..n as usize].iter().all(|&t| t <= acked), "a write that fits waited");
+        assert!(
+            at[n as usize] > acked + MS,
+            "the write past the cache's size completed at {} ns",
+            at[n as usize]
+        );
+    }
+
+    #[test]
+    fn cached_writes_are_destaged_nearest_first_each_where_it_was_written() {
+        // Two 4 KiB writes cached at time 0, one near the outer edge (N) and one near the inner edge (F), in
+        // either order. After DESTAGE_IDLE_NS without host commands the drive writes them out nearest to the head
+        // first (parked at cylinder 0: N, then F), each at its own sectors, so the head ends on F's track. A read of
+        // the sectors after F then needs at most a rotation (plus the overhead and a track-to-track seek should it
+        // cross a track); from N's cylinder it would need a seek of nearly the full stroke (18 ms, over twice a
+        // revolution of 8.3 ms).
+        let cfg = seagate();
+        let (near, far) = (1_000_000u64, cfg.capacity_sectors - 1_000_000);
+        let bound = f64_ns(cfg.command_overhead_us, 1e3)
+            + f64_ns(cfg.track_to_track_ms, 1e6)
+            + Hdd::new(&cfg).revolution_ns()
+            + MS;
+        for order in [[far, near], [near, far]] {
+            let mut d = Hdd::new(&cfg);
+            for (tag, &w) in order.iter().enumerate() {
+                d.submit(
+                    DevRequest {
+                        tag: tag as u64,
+                        dir: Direction::Write,
+                        sector: w,
+                        sectors: 8,
+                    },
+                    0,
+                );
+            }
+            let t = SEC;
+            while d.pop_completion(t).is_some() {}
+            assert_eq!(d.dirty, 0, "{order:?}: not destaged");
+            let took = serve(&mut d, Direction::Read, far + 8, 8, t) - t;
+            assert!(took < bound, "{order:?}: the read took {took} ns (bound {bound})");
+        }
     }
 }
 
