@@ -143,3 +143,21 @@ fn the_old_raid1_model_sends_a_read_between_two_busy_mirrors_to_the_nearer_head(
     r.submit(read_at(4, 1_100_000), 0);
     assert_eq!(r.sent_per_disk(), [[2, 0], [2, 0]], "nearer the first head");
 }
+
+#[test]
+fn md_sends_a_read_that_continues_a_members_request_in_flight_to_that_member() {
+    // 3.13's read_balance takes a member at once when the read starts where the last read sent to it ends
+    // (`next_seq_sect`, set when a read is sent, not when it completes) or where its head is. Both members are busy
+    // and both heads are still at 0 (nothing has completed), so only the sequential marker can send the read that
+    // continues the second member's request in flight to the second member; by distance it would be a tie, which
+    // goes to the first.
+    let mut md = Md1::new(&raid_cfg(), "noop", &[] as &[&str]).expect("md");
+    md.submit(read_at(1, 1_000_000), 0); // both idle: the first member
+    md.submit(read_at(2, 3_000_000), 0); // the first busy: the second
+    md.submit(read_at(3, 3_000_008), 0);
+    assert_eq!(
+        md.sent_per_disk(),
+        [[1, 0], [2, 0]],
+        "the continuation went to the other member"
+    );
+}

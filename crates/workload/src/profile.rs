@@ -804,6 +804,24 @@ mod tests {
     }
 
     #[test]
+    fn validate_refuses_a_built_profile_at_its_first_bad_request() {
+        // A profile built in code (not parsed) is checked by `validate`: a request past its file's end, or of an
+        // undeclared file, is refused, and the error names the first bad request counting from 1.
+        let mut p = synthetic("xterm").expect("known");
+        p.validate().expect("the synthetic profile is valid");
+        let size = p.files[p.requests[2].file as usize].size;
+        p.requests[2].offset = size;
+        p.requests[4].file = u32::MAX;
+        let e = p.validate().expect_err("a request past the file's end");
+        assert_eq!(e.line, 3);
+        assert!(e.message.starts_with("request 3: request "), "{}", e.message);
+        p.requests[2].offset = 0;
+        let e = p.validate().expect_err("an undeclared file");
+        assert_eq!(e.line, 5);
+        assert!(e.message.contains("is not declared"), "{}", e.message);
+    }
+
+    #[test]
     fn synthetic_profiles_match_targets() {
         for name in SYNTHETIC_NAMES {
             let spec = synthetic_spec(name).expect("known");

@@ -270,6 +270,18 @@ mod tests {
     }
 
     #[test]
+    fn the_seeds_clip_starts_at_1_32_and_plays_20_seconds() {
+        // S's setting: 20 s of the trailer from 1:32, at an estimated 4 Mbit/s and 24 fps. 92 s at 500 000 bytes
+        // a second puts the first frame 46 000 000 bytes into the file; 20 s at 24 fps are 480 frames of
+        // 500 000 / 24 = 20 833 bytes.
+        let c = VideoConfig::s_default(3, 200_000_000);
+        assert_eq!(c.start_offset, 46_000_000);
+        assert_eq!(c.frames, 480);
+        assert_eq!(c.frame_bytes(), 20_833);
+        assert_eq!((c.file, c.file_size), (3, 200_000_000));
+    }
+
+    #[test]
     fn fast_device_drops_nothing() {
         let mut v = VideoPlayer::new(cfg());
         let mut ex = Exec::new(1_000_000, 10); // 1 ms + 0.2 ms per frame

@@ -347,6 +347,32 @@ mod tests {
     }
 
     #[test]
+    fn a_record_without_a_direction_is_a_read_if_it_carries_data() {
+        // As blkparse prints it (RWBS): the write category makes a write, else carrying data makes a read, else
+        // the record is no request (a flush or another data-less command). Two issue/complete pairs without read
+        // or write category bits: 4096 bytes at sector 100 (a read), 0 bytes at sector 200 (nothing).
+        let mut a = Vec::new();
+        for (seq, (sector, bytes)) in [(100u64, 4096u32), (200, 0)].into_iter().enumerate() {
+            let t = 1_000 * (seq as u64 + 1);
+            encode_record(&mut a, 2 * seq as u32, t, sector, bytes, action(ISSUE, 0), 9, DEV, &[]);
+            encode_record(
+                &mut a,
+                2 * seq as u32 + 1,
+                t + 500,
+                sector,
+                bytes,
+                action(COMPLETE, 0),
+                9,
+                DEV,
+                &[],
+            );
+        }
+        let t = parse_files(&[("f", &a)], &ParseOptions::default()).expect("parses");
+        let got: Vec<_> = t.requests.iter().map(|r| (r.dir, r.offset, r.len)).collect();
+        assert_eq!(got, [(Direction::Read, 100 * 512, 4096)]);
+    }
+
+    #[test]
     fn bad_records_are_refused_with_record_and_byte() {
         let (a, _) = sample();
         let opts = ParseOptions::default();
