@@ -161,3 +161,71 @@ fn md_sends_a_read_that_continues_a_members_request_in_flight_to_that_member() {
         "the continuation went to the other member"
     );
 }
+
+/// A sync read of `sectors` at `sector` by `flow`, as the host hands it to a device.
+fn flow_read(flow: u32, sector: u64) -> bfq_sched::Request {
+    bfq_sched::Request::new(
+        bfq_sched::RequestId(0),
+        bfq_sched::FlowId(flow),
+        bfq_sched::Direction::Read,
+        true,
+        sector,
+        8,
+    )
+}
+
+/// Submits `rq` with handle `tag` at `now` and runs the device until it completes; its completion time.
+fn complete(dev: &mut dyn Device, tag: u64, rq: &bfq_sched::Request, now: Time) -> Time {
+    dev.submit_request(tag, rq, now);
+    loop {
+        let t = dev.next_completion().expect("the request completes");
+        if dev.pop_completion(t) == Some(tag) {
+            return t;
+        }
+    }
+}
+
+#[test]
+fn a_process_start_and_exit_reach_the_members_schedulers() {
+    // Each member runs its own BFQ (v7r2: the newest would inject process 2's request while idling). Process 3
+    // reads at 500 000 000 and exits, which leaves that stretch in the first member's drive cache; process 1 then
+    // reads once at 1 000 000 from the same (idle, first) member, whose BFQ idles for its next request (a sync
+    // reader on a rotational disk). Process 2 reads 8 cached sectors at 500 000 008, far from process 1's (so no
+    // cooperation rule applies), on the same member (it is idle and first). If process 1 exits first, md passes
+    // the exit to the members and BFQ stops idling for it: process 2's read is a cache hit served at once, instead
+    // of after the idle wait (24 ms: v7r2 idles 3 x slice_idle for a raised queue, and a new queue is raised).
+    let wait = |sched: &str, exit: bool, class: bfq_sched::IoClass| {
+        let mut md = Md1::new(&raid_cfg(), sched, &[] as &[&str]).expect("md");
+        for f in [1, 2, 3] {
+            let info = bfq_sched::FlowInfo::new(bfq_sched::FlowId(f));
+            md.flow_started(&if f == 1 { info.with_class(class, 4) } else { info }, 0);
+        }
+        let t = complete(&mut md, 3, &flow_read(3, 500_000_000), 0);
+        md.flow_exited(bfq_sched::FlowId(3), t);
+        let t = complete(&mut md, 1, &flow_read(1, 1_000_000), t + 20 * bfq_sched::MS);
+        if exit {
+            md.flow_exited(bfq_sched::FlowId(1), t);
+        }
+        assert_eq!(md.sent_per_disk(), [[2, 0], [0, 0]]);
+        complete(&mut md, 2, &flow_read(2, 500_000_008), t) - t
+    };
+    let be = bfq_sched::IoClass::Be;
+    let (after_exit, while_idling) = (wait("bfq-v7r2", true, be), wait("bfq-v7r2", false, be));
+    assert!(
+        after_exit < bfq_sched::MS && while_idling > 4 * bfq_sched::MS,
+        "process 2 waited {after_exit} ns after process 1's exit and {while_idling} ns without it"
+    );
+    // The class a process starts with reaches the members too. CFQ never idles for an idle-class queue (BFQ raises
+    // a new queue of any class and idles for it), so with CFQ on the members process 2 is served at once although
+    // process 1 has not exited, and after CFQ's idle wait (slice_idle, 8 ms) if process 1 is best effort.
+    let idle_class = wait("cfq", false, bfq_sched::IoClass::Idle);
+    let best_effort = wait("cfq", false, be);
+    assert!(
+        best_effort > 4 * bfq_sched::MS,
+        "cfq did not idle for a best-effort reader: {best_effort} ns"
+    );
+    assert!(
+        idle_class < bfq_sched::MS,
+        "process 2 waited {idle_class} ns for an idle-class process"
+    );
+}
