@@ -576,7 +576,7 @@ impl SataSsd {
 mod tests {
     use super::*;
     use crate::device::testutil::{closed_loop, run, Flow, Lcg};
-    use bfq_sched::{SEC, US};
+    use bfq_sched::{MS, SEC, US};
 
     fn plextor() -> SsdConfig {
         SsdConfig::plextor_m5()
@@ -688,6 +688,60 @@ mod tests {
         assert!(loaded_fifo < loaded, "fifo {loaded_fifo} vs favouring {loaded}");
         assert!(loaded as f64 >= 0.9 * c.stream_max_wait_us * 1e3, "loaded {loaded}");
         assert!(loaded > 50 * idle);
+    }
+
+    /// Submits one command at `t` and advances the drive until it completes; its latency, ns.
+    fn latency(d: &mut SataSsd, dir: Direction, sector: u64, sectors: u32, t: Time) -> Time {
+        const TAG: u64 = 1 << 40;
+        d.submit(
+            DevRequest {
+                tag: TAG,
+                dir,
+                sector,
+                sectors,
+            },
+            t,
+        );
+        loop {
+            let n = d.next_completion().expect("a submitted command completes");
+            if d.pop_completion(n) == Some(TAG) {
+                return n - t;
+            }
+        }
+    }
+
+    #[test]
+    fn a_write_over_prefetched_data_sends_the_stream_back_to_flash() {
+        // Ten 4 KiB reads in a row make a detected stream, and the drive prefetches up to 512 KiB ahead of it.
+        // The next read, 1 ms later, is served from that buffer: controller, link and base latency only, less than
+        // one flash page read (read_us). A write that overlaps the prefetched data drops it (the buffer must not
+        // serve stale data), so the next read needs the flash again and takes longer than a page read. A write
+        // just past the prefetched data, or ending just where the stream continues, leaves the buffer alone.
+        let c = plextor();
+        let s0 = 1_000_000u64;
+        let page_read = f64_ns(c.read_us, 1e3);
+        for case in ["inside", "just past", "just before"] {
+            let mut d = SataSsd::new(&c);
+            let mut t = 0;
+            for i in 0..10 {
+                t += latency(&mut d, Direction::Read, s0 + i * 8, 8, t) + 10 * US;
+            }
+            let next = s0 + 80;
+            let pf_end = d.streams.iter().find(|s| s.next == next).expect("the stream").pf_end();
+            assert!(pf_end >= next + c.prefetch_kib as u64, "prefetched to {pf_end}");
+            let w = match case {
+                "inside" => next + 64,
+                "just past" => pf_end,
+                _ => next - 8,
+            };
+            t += latency(&mut d, Direction::Write, w, 8, t) + MS;
+            let took = latency(&mut d, Direction::Read, next, 8, t);
+            if case == "inside" {
+                assert!(took > page_read, "{case}: {took} ns, from the prefetched copy");
+            } else {
+                assert!(took < page_read, "{case}: {took} ns, from flash");
+            }
+        }
     }
 
     #[test]
