@@ -432,6 +432,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_latency_table_is_refused_unless_every_row_is_in_range_and_sizes_ascend() {
+        // Each row is [KiB, µs]: a size in (0, 1e6] and a time in (0, 1e8], finite, sizes strictly ascending,
+        // 1 to 64 rows. The bounds themselves are accepted; one step past any of them is refused with the field's
+        // name.
+        let ok: Vec<[f64; 2]> = vec![[4.0, 100.0], [1.0e6, 1.0e8]];
+        assert!(check_table("read_us", &ok).is_ok());
+        let full: Vec<[f64; 2]> = (1..=64).map(|i| [i as f64, 10.0]).collect();
+        assert!(check_table("read_us", &full).is_ok(), "64 rows");
+        let mut too_many = full.clone();
+        too_many.push([65.0, 10.0]);
+        let bad: Vec<(&str, Vec<[f64; 2]>)> = vec![
+            ("no rows", vec![]),
+            ("65 rows", too_many),
+            ("a size of 0", vec![[0.0, 100.0]]),
+            ("a size past 1e6", vec![[1.0e6 + 1.0, 100.0]]),
+            ("a time of 0", vec![[4.0, 0.0]]),
+            ("a time past 1e8", vec![[4.0, 1.0e8 + 1.0]]),
+            ("a NaN size", vec![[f64::NAN, 100.0]]),
+            ("an infinite time", vec![[4.0, f64::INFINITY]]),
+            ("a bad second row", vec![[4.0, 100.0], [8.0, -1.0]]),
+            ("equal sizes", vec![[4.0, 100.0], [4.0, 200.0]]),
+            ("descending sizes", vec![[8.0, 100.0], [4.0, 200.0]]),
+        ];
+        for (what, t) in bad {
+            let e = check_table("write_us", &t).expect_err(what).to_string();
+            assert!(e.contains("write_us"), "{what}: {e}");
+        }
+    }
+
     /// Submits `rqs` (tag, KiB) at their times and returns (tag, completion time) in the order reported.
     fn serve(cfg: &MeasuredConfig, rqs: &[(u64, Time, u32)]) -> Vec<(u64, Time)> {
         let mut d = Measured::new(cfg);
