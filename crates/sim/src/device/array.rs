@@ -431,4 +431,97 @@ mod tests {
         assert!(d1 < 0.9 * san().link_mb_s, "depth 1 {d1} MB/s");
         assert!(d32 > 0.95 * san().link_mb_s, "depth 32 {d32} MB/s");
     }
+
+    /// One member disk, one destage write outstanding at a time, `cache_mib` of write cache and a link fast enough
+    /// (100 GB/s) that accepted writes complete after the controller time alone.
+    fn one_disk(cache_mib: u32) -> ArrayConfig {
+        ArrayConfig {
+            members: 1,
+            destage_depth: 1,
+            write_cache_mib: cache_mib,
+            link_mb_s: 100_000.0,
+            ..san()
+        }
+    }
+
+    /// Submits `writes` (sector, sectors) at time 0 and serves everything; each write's completion time, ns.
+    fn write_all(d: &mut Array, writes: &[(u64, u32)]) -> Vec<Time> {
+        for (tag, &(sector, sectors)) in writes.iter().enumerate() {
+            d.submit(
+                DevRequest {
+                    tag: tag as u64,
+                    dir: Direction::Write,
+                    sector,
+                    sectors,
+                },
+                0,
+            );
+        }
+        let mut at = vec![Time::MAX; writes.len()];
+        while let Some(t) = d.next_completion() {
+            while let Some(tag) = d.pop_completion(t) {
+                at[tag as usize] = t;
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn contiguous_cached_writes_coalesce_into_destages_of_at_most_1_mib() {
+        // 33 contiguous 64 KiB writes at once on one disk with one destage outstanding: the first goes to the disk
+        // at once; the other 32 wait in the destage queue, where each continues the last piece and is coalesced
+        // with it up to COALESCE_MAX_SECTORS (1 MiB = 16 writes): two destages of exactly 1 MiB. Three in all.
+        let cfg = one_disk(512);
+        let mut d = Array::new(&cfg);
+        let writes: Vec<(u64, u32)> = (0..33).map(|i| (i * 128, 128)).collect();
+        let at = write_all(&mut d, &writes);
+        assert!(at.iter().all(|&t| t < Time::MAX), "a write never completed");
+        assert_eq!(d.counts(), [0, 33, 3]);
+    }
+
+    #[test]
+    fn a_write_waits_in_the_controller_only_when_it_does_not_fit_in_the_cache() {
+        // A 1 MiB cache (2048 sectors) takes 16 writes of 64 KiB at once, the 16th filling it exactly: each
+        // completes after its link transfer and the controller time, long before any disk write could. The 17th
+        // waits for the first destage (64 KiB from the disk's start: the command overhead, the write settle time,
+        // at most a revolution and the transfer), then fits and completes; had it to wait for the second destage
+        // (the next 15 writes, 960 KiB, several ms more) it would complete later than that bound.
+        let cfg = one_disk(1);
+        let mut d = Array::new(&cfg);
+        let writes: Vec<(u64, u32)> = (0..17).map(|i| (i * 128, 128)).collect();
+        let at = write_all(&mut d, &writes);
+        let disk = Hdd::new(&cfg.disk);
+        let cached = f64_ns(cfg.controller_us, 1e3) + 17 * xfer_ns(128, ps_per_sector(cfg.link_mb_s));
+        let first_destage = f64_ns(cfg.disk.command_overhead_us, 1e3)
+            + f64_ns(cfg.disk.write_settle_ms, 1e6)
+            + disk.revolution_ns()
+            + (128.0 * 512.0 / disk.media_rate_bytes_per_s(0) * 1e9) as Time;
+        assert!(
+            at[..16].iter().all(|&t| t <= cached),
+            "a write that fitted waited: {:?}",
+            &at[..16]
+        );
+        let min_disk_write = f64_ns(cfg.disk.write_settle_ms, 1e6);
+        assert!(
+            at[16] > min_disk_write && at[16] <= first_destage + cached,
+            "the write past the cache completed at {} ns (first destage done by {first_destage} ns)",
+            at[16]
+        );
+        // A 17th write of 128 KiB does not fit after the first destage either (1920 + 256 sectors): it waits for
+        // the second, whose 960 KiB transfer alone (7.9 ms at the disk's fastest 125 MB/s) outlasts the bound above.
+        let mut d = Array::new(&cfg);
+        let mut writes: Vec<(u64, u32)> = (0..16).map(|i| (i * 128, 128)).collect();
+        writes.push((16 * 128, 256));
+        let at = write_all(&mut d, &writes);
+        assert!(
+            at[16] > first_destage + cached,
+            "admitted at {} ns, before it fitted",
+            at[16]
+        );
+        // A write larger than the whole cache is taken when the cache is empty (it could never fit otherwise).
+        let mut d = Array::new(&cfg);
+        let at = write_all(&mut d, &[(0, 4096)]);
+        let alone = f64_ns(cfg.controller_us, 1e3) + xfer_ns(4096, ps_per_sector(cfg.link_mb_s));
+        assert_eq!(at[0], alone, "a write larger than the empty cache waited");
+    }
 }
