@@ -247,3 +247,16 @@ pub trait Process: Send {
     /// What it measured so far.
     fn report(&self) -> ProcessReport;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_buffered_io_goes_through_the_page_cache() {
+        // O_DIRECT I/O, sync or async writes alike, bypasses the page cache; buffered I/O does not.
+        assert!(IoMode::Direct.is_direct());
+        assert!(IoMode::DirectAsync.is_direct());
+        assert!(!IoMode::Buffered.is_direct());
+    }
+}
