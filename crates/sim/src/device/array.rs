@@ -468,15 +468,19 @@ mod tests {
 
     #[test]
     fn contiguous_cached_writes_coalesce_into_destages_of_at_most_1_mib() {
-        // 33 contiguous 64 KiB writes at once on one disk with one destage outstanding: the first goes to the disk
-        // at once; the other 32 wait in the destage queue, where each continues the last piece and is coalesced
-        // with it up to COALESCE_MAX_SECTORS (1 MiB = 16 writes): two destages of exactly 1 MiB. Three in all.
+        // Contiguous 64 KiB writes at once on one disk with one destage outstanding: the first goes to the disk
+        // at once; the others wait in the destage queue, where each continues the last piece and is coalesced
+        // with it up to COALESCE_MAX_SECTORS (1 MiB = 16 writes). 33 writes: two more destages of exactly 1 MiB,
+        // three in all; 18 writes: one of 1 MiB and one of 64 KiB, three as well (a limit one write lower or
+        // higher would give 4 or 2 for one of the two).
         let cfg = one_disk(512);
-        let mut d = Array::new(&cfg);
-        let writes: Vec<(u64, u32)> = (0..33).map(|i| (i * 128, 128)).collect();
-        let at = write_all(&mut d, &writes);
-        assert!(at.iter().all(|&t| t < Time::MAX), "a write never completed");
-        assert_eq!(d.counts(), [0, 33, 3]);
+        for (n, destages) in [(33u64, 3), (18, 3)] {
+            let mut d = Array::new(&cfg);
+            let writes: Vec<(u64, u32)> = (0..n).map(|i| (i * 128, 128)).collect();
+            let at = write_all(&mut d, &writes);
+            assert!(at.iter().all(|&t| t < Time::MAX), "a write never completed");
+            assert_eq!(d.counts(), [0, n, destages], "{n} writes");
+        }
     }
 
     #[test]
@@ -523,5 +527,20 @@ mod tests {
         let at = write_all(&mut d, &[(0, 4096)]);
         let alone = f64_ns(cfg.controller_us, 1e3) + xfer_ns(4096, ps_per_sector(cfg.link_mb_s));
         assert_eq!(at[0], alone, "a write larger than the empty cache waited");
+        // Such a write that finds the cache in use waits until it is empty again, then is taken.
+        let mut d = Array::new(&cfg);
+        let at = write_all(&mut d, &[(0, 128), (128, 4096)]);
+        assert!(at[1] > at[0] + min_disk_write && at[1] < Time::MAX, "{at:?}");
+        // A read is counted as one host read, whatever pieces it is cut into.
+        d.submit(
+            DevRequest {
+                tag: 9,
+                dir: Direction::Read,
+                sector: 0,
+                sectors: 1024,
+            },
+            bfq_sched::SEC,
+        );
+        assert_eq!(d.counts()[..2], [1, 2]);
     }
 }

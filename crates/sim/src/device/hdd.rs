@@ -1560,6 +1560,61 @@ mod tests {
     }
 
     #[test]
+    fn a_long_cached_write_is_destaged_piece_by_piece_where_it_was_written() {
+        // Two contiguous 512 KiB writes cached at time 0 make one dirty extent of 1 MiB near the outer edge. After
+        // DESTAGE_IDLE_NS without host commands the drive writes it out in pieces of at most 512 KiB, each
+        // continuing the last, and then holds nothing dirty: well within a second. Its head is then at the
+        // extent's end, so a read of the sectors after it needs at most a rotation (plus the overhead and a
+        // track-to-track seek should it cross a track), not a seek from anywhere else (18 ms across the disk).
+        let cfg = seagate();
+        let s = 1_000_000u64;
+        let mut d = Hdd::new(&cfg);
+        for (tag, sector) in [(0, s), (1, s + 1024)] {
+            d.submit(
+                DevRequest {
+                    tag,
+                    dir: Direction::Write,
+                    sector,
+                    sectors: 1024,
+                },
+                0,
+            );
+        }
+        while d.pop_completion(SEC).is_some() {}
+        assert_eq!(d.dirty, 0);
+        assert!(
+            d.destage.is_empty() && d.in_service.is_none(),
+            "still destaging a second later"
+        );
+        let bound = f64_ns(cfg.command_overhead_us, 1e3) + f64_ns(cfg.track_to_track_ms, 1e6) + d.revolution_ns() + MS;
+        let took = serve(&mut d, Direction::Read, s + 2048, 8, SEC) - SEC;
+        assert!(took < bound, "the read took {took} ns (bound {bound})");
+    }
+
+    #[test]
+    fn completions_at_the_same_time_are_reported_in_arrival_order() {
+        // Two equal cached writes submitted together complete at the same instant (each pays the command overhead
+        // and its transfer, the drive being idle): the drive reports the one that came first first, whatever its
+        // tag.
+        let cfg = seagate();
+        let mut d = Hdd::new(&cfg);
+        for (tag, sector) in [(7, 1_000_000), (3, 2_000_000)] {
+            d.submit(
+                DevRequest {
+                    tag,
+                    dir: Direction::Write,
+                    sector,
+                    sectors: 8,
+                },
+                0,
+            );
+        }
+        let t = d.next_completion().expect("the acknowledgements");
+        assert_eq!(t, hit_ns(&cfg, 8));
+        assert_eq!((d.pop_completion(t), d.pop_completion(t)), (Some(7), Some(3)));
+    }
+
+    #[test]
     fn cached_writes_are_destaged_nearest_first_each_where_it_was_written() {
         // Two 4 KiB writes cached at time 0, one near the outer edge (N) and one near the inner edge (F), in
         // either order. After DESTAGE_IDLE_NS without host commands the drive writes them out nearest to the head
