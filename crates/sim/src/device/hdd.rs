@@ -1592,6 +1592,20 @@ mod tests {
     }
 
     #[test]
+    fn after_a_write_the_head_rests_on_the_cylinder_of_its_last_sector() {
+        // A write-through write ending at the last sector of the first cylinder (heads x sectors per track of the
+        // outer zone): the head stays on that cylinder, where the next command's seek starts from, not on the
+        // next one, where the write's end boundary lies.
+        let mut cfg = seagate();
+        cfg.write_cache_kib = 0;
+        let mut d = Hdd::new(&cfg);
+        let per_cylinder = u64::from(d.heads) * u64::from(d.spt_range().0);
+        assert_eq!((d.locate(per_cylinder - 1).cyl, d.locate(per_cylinder).cyl), (0, 1));
+        serve(&mut d, Direction::Write, per_cylinder - 8, 8, 0);
+        assert_eq!(d.head_at(SEC), (0, d.heads - 1));
+    }
+
+    #[test]
     fn completions_at_the_same_time_are_reported_in_arrival_order() {
         // Two equal cached writes submitted together complete at the same instant (each pays the command overhead
         // and its transfer, the drive being idle): the drive reports the one that came first first, whatever its
