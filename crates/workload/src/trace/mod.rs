@@ -462,6 +462,29 @@ mod tests {
     }
 
     #[test]
+    fn each_text_format_goes_to_its_reader_and_the_trace_sums_itself() {
+        // Two MSR Cambridge lines (time in 100 ns ticks, offset and size in bytes, response time in ticks): a
+        // 4 KiB read, then 1 ms later an 8 KiB write. The trace spans 1 ms, reaches 3 457 024 bytes (the read's
+        // end), holds 4096 bytes read and 8192 written, and has response times.
+        let msr = b"128166372003061629,hm,1,Read,3452928,4096,6608\n128166372003071629,hm,1,Write,1000000,8192,100\n";
+        let t = parse(TraceFormat::Msr, msr, &ParseOptions::default()).expect("MSR parses");
+        assert_eq!(t.requests.len(), 2);
+        assert_eq!(t.span_ns(), 1_000_000);
+        assert_eq!(t.extent_bytes(), 3_452_928 + 4096);
+        assert_eq!(t.bytes(), [4096, 8192]);
+        assert!(t.has_response_times());
+        // blkparse's text: one read of 8 sectors at 2048, queued, issued 1 µs later and completed 100 µs after that.
+        let blk = "  8,0    1        1     0.000000000  4242  Q   R 2048 + 8 [fio]\n  \
+                   8,0    1        2     0.000001000  4242  D   R 2048 + 8 [fio]\n  \
+                   8,0    1        3     0.000101000     0  C   R 2048 + 8 [0]\n";
+        let t = parse(TraceFormat::Blkparse, blk.as_bytes(), &ParseOptions::default()).expect("blkparse parses");
+        assert_eq!(t.requests.len(), 1);
+        assert_eq!((t.requests[0].offset, t.requests[0].len), (2048 * 512, 4096));
+        assert_eq!(t.requests[0].response_ns, Some(100_000));
+        assert_eq!(t.bytes(), [4096, 0]);
+    }
+
+    #[test]
     fn non_utf8_text_is_refused_with_its_line() {
         let e = parse(TraceFormat::Fiu, b"1 2 a 3 8 R 8 0 x\n\xff\n", &ParseOptions::default()).expect_err("bad");
         assert_eq!(e.at, Location::Line(2));
