@@ -591,6 +591,56 @@ mod tests {
     }
 
     #[test]
+    fn option_names_parse_back_and_nothing_else_parses() {
+        // Each option's name is what its parser takes (the CLI and the Python API pass these words), and a word
+        // that names nothing is refused.
+        for p in [Pacing::Open, Pacing::Closed] {
+            assert_eq!(Pacing::parse(p.name()), Some(p));
+        }
+        for m in [Mapping::Wrap, Mapping::Scale] {
+            assert_eq!(Mapping::parse(m.name()), Some(m));
+        }
+        let keys = [
+            FlowKey::Auto,
+            FlowKey::Pid,
+            FlowKey::Process,
+            FlowKey::Volume,
+            FlowKey::Region(1 << 30),
+            FlowKey::Region(64 << 20),
+        ];
+        for k in keys {
+            assert_eq!(FlowKey::parse(&k.name()), Some(k), "{}", k.name());
+        }
+        assert_eq!(FlowKey::Region(64 << 20).name(), "region:64");
+        assert_eq!(FlowKey::parse("region"), Some(FlowKey::Region(1 << 30)));
+        for bad in ["", "xyzzy", "region:0", "region:x"] {
+            assert_eq!(Pacing::parse(bad), None);
+            assert_eq!(Mapping::parse(bad), None);
+            assert_eq!(FlowKey::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_plan_counts_its_requests_and_its_last_issue_time() {
+        // Three requests of two processes at 0, 10 and 30 µs (fiu times in ns), played open at speed 1: 3
+        // requests, the last issued at 30 µs; the mapping line says how offsets landed.
+        let t = fiu_trace(&[
+            (0, 1, "a", 0, 8, false),
+            (10_000, 2, "b", 8, 8, false),
+            (30_000, 1, "a", 16, 8, false),
+        ]);
+        let p = plan(&t, &ReplayOptions::default(), 1 << 20).expect("plans");
+        assert_eq!(p.requests(), 3);
+        assert_eq!(p.span(), 30_000);
+        let text = p.mapping_text();
+        assert!(
+            text.starts_with("wrap (offset modulo the area) onto 1048576 bytes"),
+            "{text}"
+        );
+        assert!(text.ends_with("of 3 requests remapped"), "{text}");
+    }
+
+    #[test]
     fn flows_follow_pids_and_the_smallest_merge_into_other() {
         let t = fiu_trace(&[
             (0, 1, "a", 0, 8, false),
