@@ -1442,6 +1442,26 @@ mod tests {
     }
 
     #[test]
+    fn a_read_partly_in_the_cache_sends_the_cached_part_while_the_head_reaches_the_rest() {
+        // After a read at S and 30 ms of idle readahead, one segment's worth, [S + 8, S + 8 + segment), is cached.
+        // A read of that segment plus 64 sectors beyond it transfers the cached part over the interface while the
+        // head positions for the rest, then reads the rest from the media: done after the command overhead, the
+        // longer of the two, and the media transfer. With a slow interface (50 MB/s: 1 MiB takes 21 ms, more than
+        // a revolution's 8.3 ms of positioning) the cached part is the longer, so the time is exact.
+        let mut cfg = seagate();
+        cfg.interface_mb_s = 50.0;
+        let s = 1_000_000u64;
+        let seg = segment(&cfg);
+        let mut d = Hdd::new(&cfg);
+        let t = serve(&mut d, Direction::Read, s, 8, 0) + 30 * MS;
+        let cached = xfer_ns(seg, ps_per_sector(cfg.interface_mb_s));
+        assert!(cached > d.revolution_ns() + f64_ns(cfg.head_switch_ms, 1e6));
+        let rest = d.transfer_ns(&d.locate(s + 8 + seg), 64);
+        let took = serve(&mut d, Direction::Read, s + 8, (seg + 64) as u32, t) - t;
+        assert_eq!(took, f64_ns(cfg.command_overhead_us, 1e3) + cached + rest);
+    }
+
+    #[test]
     fn a_cache_hit_makes_its_segment_the_last_to_be_evicted() {
         // Two segments, B (low sectors) then A (higher) read and cached. The next media read, C, replaces the least
         // recently used one, a cache hit counting as a use: after a hit in B it replaces A; after a hit in B and
