@@ -373,6 +373,22 @@ mod tests {
     }
 
     #[test]
+    fn a_process_name_after_a_cgroup_id_is_read_past_the_id() {
+        // With cgroup tracing, the notify record naming a process carries an 8-byte cgroup id before the name
+        // (`__BLK_TA_CGROUP` in the action): the request that pid queued is named "fio", not by the id's bytes.
+        let mut a = Vec::new();
+        let mut pdu = 0x0102_0304_0506_0708_u64.to_le_bytes().to_vec();
+        pdu.extend_from_slice(b"fio\0");
+        encode_record(&mut a, 0, 500, 0, 0, action(0, NOTIFY) | TA_CGROUP, 4242, DEV, &pdu);
+        encode_record(&mut a, 1, 1_000, 2048, 4096, action(QUEUE, READ), 4242, DEV, &[]);
+        encode_record(&mut a, 2, 2_000, 2048, 4096, action(ISSUE, READ), 0, DEV, &[]);
+        let t = parse_files(&[("f", &a)], &ParseOptions::default()).expect("parses");
+        assert_eq!(t.requests.len(), 1);
+        let name = t.requests[0].name.expect("named");
+        assert_eq!(t.names[name as usize], "fio");
+    }
+
+    #[test]
     fn bad_records_are_refused_with_record_and_byte() {
         let (a, _) = sample();
         let opts = ParseOptions::default();
