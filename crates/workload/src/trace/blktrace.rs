@@ -389,6 +389,21 @@ mod tests {
     }
 
     #[test]
+    fn an_issue_by_the_kernel_belongs_to_the_process_that_got_or_inserted_the_request() {
+        // Issue records often come from a kernel thread (pid 0). A request allocated (get-request, code 4) by pid 77,
+        // or inserted (code 12) by pid 88, without a queue record, is that process's when issued. A plain write
+        // carries no sync category and is async; a sync write is sync.
+        let mut a = Vec::new();
+        encode_record(&mut a, 0, 1_000, 2048, 4096, action(4, WRITE), 77, DEV, &[]);
+        encode_record(&mut a, 1, 2_000, 2048, 4096, action(ISSUE, WRITE), 0, DEV, &[]);
+        encode_record(&mut a, 2, 3_000, 4096, 4096, action(12, WRITE | SYNC), 88, DEV, &[]);
+        encode_record(&mut a, 3, 4_000, 4096, 4096, action(ISSUE, WRITE | SYNC), 0, DEV, &[]);
+        let t = parse_files(&[("f", &a)], &ParseOptions::default()).expect("parses");
+        let got: Vec<_> = t.requests.iter().map(|r| (r.pid, r.sync)).collect();
+        assert_eq!(got, [(Some(77), false), (Some(88), true)]);
+    }
+
+    #[test]
     fn bad_records_are_refused_with_record_and_byte() {
         let (a, _) = sample();
         let opts = ParseOptions::default();
