@@ -1320,22 +1320,7 @@ mod tests {
 
     /// Submits one command at `t` and advances the drive until it completes; its completion time, ns.
     fn serve(d: &mut Hdd, dir: Direction, sector: u64, sectors: u32, t: Time) -> Time {
-        const TAG: u64 = 1 << 40;
-        d.submit(
-            DevRequest {
-                tag: TAG,
-                dir,
-                sector,
-                sectors,
-            },
-            t,
-        );
-        loop {
-            let n = d.next_completion().expect("a submitted command completes");
-            if d.pop_completion(n) == Some(TAG) {
-                return n;
-            }
-        }
+        crate::device::testutil::complete_one(d, dir, sector, sectors, t)
     }
 
     /// A read of `sectors` served from the read cache: the command overhead and the transfer at interface speed, ns.

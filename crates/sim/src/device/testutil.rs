@@ -27,6 +27,26 @@ impl Lcg {
     }
 }
 
+/// Submits one command at `t` to `dev` and advances it until that command completes; its completion time, ns.
+pub(crate) fn complete_one(dev: &mut dyn Device, dir: Direction, sector: u64, sectors: u32, t: Time) -> Time {
+    const TAG: u64 = 1 << 40;
+    dev.submit(
+        DevRequest {
+            tag: TAG,
+            dir,
+            sector,
+            sectors,
+        },
+        t,
+    );
+    loop {
+        let n = dev.next_completion().expect("a submitted command completes");
+        if dev.pop_completion(n) == Some(TAG) {
+            return n;
+        }
+    }
+}
+
 type Gen<'a> = Box<dyn FnMut(u64) -> (Direction, u64, u32) + 'a>;
 
 /// One closed-loop submitter: `depth` requests outstanding, each replaced `think` ns after it completes.
