@@ -326,12 +326,8 @@ mod tests {
     // alone on its SYNC_NOIDLE tree should not idle.)
     #[test]
     fn the_sync_noidle_rule_needs_both_queues_on_sync_noidle() {
-        let dev = DeviceInfo::hdd();
         // Readers 2 and 3 seeky; reader 1 active with its idle window, its request on the disk.
-        let mut c = Cfq::new(&dev, Params::defaults(&dev));
-        for f in 1..=3 {
-            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
+        let mut c = hdd_with_readers(3);
         let now = make_seeky(&mut c, 2, 0);
         let now = make_seeky(&mut c, 3, now);
         c.insert(request(1, FlowId(1), true, 0, false), now);
@@ -346,10 +342,7 @@ mod tests {
 
         // Reader 1 seeky; reader 4 takes the disk from it (so that reader 1 leaves its old tree) and then reader 1
         // is active again, on the SYNC_NOIDLE tree alone; readers 2 and 3 fresh (SYNC tree).
-        let mut c = Cfq::new(&dev, Params::defaults(&dev));
-        for f in 1..=4 {
-            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
+        let mut c = hdd_with_readers(4);
         let mut now = make_seeky(&mut c, 1, 0);
         c.insert(request(4, FlowId(4), true, 1 << 38, false), now);
         let r = dispatched(&mut c, now).expect("reader 4 is served");
@@ -372,6 +365,16 @@ mod tests {
         c.insert(request(2, FlowId(2), true, 1 << 40, false), now);
         c.insert(request(3, FlowId(3), true, 1 << 41, false), now);
         assert_eq!(c.active, Some(a), "reader 1 still in service");
+    }
+
+    /// CFQ with its defaults on an HDD, with readers (flows) 1 to `n` started at time 0.
+    fn hdd_with_readers(n: u32) -> Cfq {
+        let dev = DeviceInfo::hdd();
+        let mut c = Cfq::new(&dev, Params::defaults(&dev));
+        for f in 1..=n {
+            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
+        }
+        c
     }
 
     /// Reader 1 (a new queue, on the SYNC tree with an idle window) is served six reads 10 M sectors apart in one
@@ -401,11 +404,7 @@ mod tests {
     #[test]
     fn a_newcomer_alone_on_its_sync_noidle_tree_does_not_preempt_an_idling_queue() {
         use crate::types::Decision;
-        let dev = DeviceInfo::hdd();
-        let mut c = Cfq::new(&dev, Params::defaults(&dev));
-        for f in 1..=2 {
-            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
+        let mut c = hdd_with_readers(2);
         let now = make_seeky(&mut c, 2, 0);
         let sync = super::super::service_tree::tree_index(IoClass::Be, Workload::Sync);
         let (a, now) = reader_1_turns_seeky_in_service(&mut c, now);
@@ -428,11 +427,7 @@ mod tests {
     // window, so it should idle; reader 2's request is far), so the preemption is the rule's alone.
     #[test]
     fn the_sync_noidle_rule_preempts_a_queue_with_an_idle_window_on_that_tree() {
-        let dev = DeviceInfo::hdd();
-        let mut c = Cfq::new(&dev, Params::defaults(&dev));
-        for f in 1..=2 {
-            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
+        let mut c = hdd_with_readers(2);
         let mut now = make_seeky(&mut c, 2, 0);
         // A second later the SYNC workload's slice is long over: reader 1's next read starts a SYNC_NOIDLE one.
         now = make_seeky(&mut c, 1, now) + SEC;
@@ -472,11 +467,7 @@ mod tests {
     #[test]
     fn the_sync_noidle_rule_reads_the_workload_being_served() {
         use crate::types::Decision;
-        let dev = DeviceInfo::hdd();
-        let mut c = Cfq::new(&dev, Params::defaults(&dev));
-        for f in 1..=3 {
-            c.flow_started(&FlowInfo::new(FlowId(f)), 0);
-        }
+        let mut c = hdd_with_readers(3);
         let mut now = make_seeky(&mut c, 2, 0);
         now = make_seeky(&mut c, 3, now);
         let (a, now) = reader_1_turns_seeky_in_service(&mut c, now);

@@ -341,7 +341,7 @@ impl Device for Array {
 mod tests {
     use super::*;
     use crate::device::config::preset;
-    use crate::device::testutil::closed_loop;
+    use crate::device::testutil::{closed_loop, write_all};
     use crate::device::DeviceConfig;
 
     fn san() -> ArrayConfig {
@@ -442,28 +442,6 @@ mod tests {
             link_mb_s: 100_000.0,
             ..san()
         }
-    }
-
-    /// Submits `writes` (sector, sectors) at time 0 and serves everything; each write's completion time, ns.
-    fn write_all(d: &mut Array, writes: &[(u64, u32)]) -> Vec<Time> {
-        for (tag, &(sector, sectors)) in writes.iter().enumerate() {
-            d.submit(
-                DevRequest {
-                    tag: tag as u64,
-                    dir: Direction::Write,
-                    sector,
-                    sectors,
-                },
-                0,
-            );
-        }
-        let mut at = vec![Time::MAX; writes.len()];
-        while let Some(t) = d.next_completion() {
-            while let Some(tag) = d.pop_completion(t) {
-                at[tag as usize] = t;
-            }
-        }
-        at
     }
 
     #[test]

@@ -966,7 +966,7 @@ impl Hdd {
 mod tests {
     use super::*;
     use crate::device::config::preset;
-    use crate::device::testutil::{closed_loop, Lcg};
+    use crate::device::testutil::{closed_loop, complete_one as serve, write_all, Lcg};
     use crate::device::DeviceConfig;
     use bfq_sched::{MS, SEC};
 
@@ -1213,8 +1213,7 @@ mod tests {
         );
         let t3 = d.next_completion().unwrap();
         // A hit costs the overhead plus 64 KiB at interface speed.
-        let expected = f64_ns(cfg.command_overhead_us, 1e3) + xfer_ns(128, ps_per_sector(cfg.interface_mb_s));
-        assert_eq!(t3 - t2, expected);
+        assert_eq!(t3 - t2, hit_ns(&cfg, 128));
         assert_eq!(d.pop_completion(t3), Some(2));
     }
 
@@ -1318,9 +1317,12 @@ mod tests {
         assert_eq!(run(), run());
     }
 
-    /// Submits one command at `t` and advances the drive until it completes; its completion time, ns.
-    fn serve(d: &mut Hdd, dir: Direction, sector: u64, sectors: u32, t: Time) -> Time {
-        crate::device::testutil::complete_one(d, dir, sector, sectors, t)
+    /// At most how long a read of the 8 sectors that follow the head's track takes, ns: the command overhead, a
+    /// track-to-track seek should they start on the next track, a revolution of rotational wait, and 1 ms for the
+    /// transfer (27 µs at the outer zone's rate) and margin. A seek from anywhere far (16-18 ms across the disk)
+    /// exceeds it.
+    fn settled_read_bound(cfg: &HddConfig) -> Time {
+        f64_ns(cfg.command_overhead_us, 1e3) + f64_ns(cfg.track_to_track_ms, 1e6) + cfg.revolution_ns() + MS
     }
 
     /// A read of `sectors` served from the read cache: the command overhead and the transfer at interface speed, ns.
@@ -1537,24 +1539,8 @@ mod tests {
         let cfg = seagate();
         let cap = cfg.write_cache_kib as u64 * 2;
         let n = cap / 8;
-        let mut d = Hdd::new(&cfg);
-        for i in 0..=n {
-            d.submit(
-                DevRequest {
-                    tag: i,
-                    dir: Direction::Write,
-                    sector: i * 8,
-                    sectors: 8,
-                },
-                0,
-            );
-        }
-        let mut at = vec![0; n as usize + 1];
-        while let Some(t) = d.next_completion() {
-            if let Some(tag) = d.pop_completion(t) {
-                at[tag as usize] = t;
-            }
-        }
+        let writes: Vec<(u64, u32)> = (0..=n).map(|i| (i * 8, 8)).collect();
+        let at = write_all(&mut Hdd::new(&cfg), &writes);
         let acked = hit_ns(&cfg, 8);
         assert!(at[..n as usize].iter().all(|&t| t <= acked), "a write that fits waited");
         assert!(
@@ -1574,24 +1560,14 @@ mod tests {
         let cfg = seagate();
         let s = 1_000_000u64;
         let mut d = Hdd::new(&cfg);
-        for (tag, sector) in [(0, s), (1, s + 1024)] {
-            d.submit(
-                DevRequest {
-                    tag,
-                    dir: Direction::Write,
-                    sector,
-                    sectors: 1024,
-                },
-                0,
-            );
-        }
+        write_all(&mut d, &[(s, 1024), (s + 1024, 1024)]);
         while d.pop_completion(SEC).is_some() {}
         assert_eq!(d.dirty, 0);
         assert!(
             d.destage.is_empty() && d.in_service.is_none(),
             "still destaging a second later"
         );
-        let bound = f64_ns(cfg.command_overhead_us, 1e3) + f64_ns(cfg.track_to_track_ms, 1e6) + d.revolution_ns() + MS;
+        let bound = settled_read_bound(&cfg);
         let took = serve(&mut d, Direction::Read, s + 2048, 8, SEC) - SEC;
         assert!(took < bound, "the read took {took} ns (bound {bound})");
     }
@@ -1643,23 +1619,10 @@ mod tests {
         // revolution of 8.3 ms).
         let cfg = seagate();
         let (near, far) = (1_000_000u64, cfg.capacity_sectors - 1_000_000);
-        let bound = f64_ns(cfg.command_overhead_us, 1e3)
-            + f64_ns(cfg.track_to_track_ms, 1e6)
-            + Hdd::new(&cfg).revolution_ns()
-            + MS;
+        let bound = settled_read_bound(&cfg);
         for order in [[far, near], [near, far]] {
             let mut d = Hdd::new(&cfg);
-            for (tag, &w) in order.iter().enumerate() {
-                d.submit(
-                    DevRequest {
-                        tag: tag as u64,
-                        dir: Direction::Write,
-                        sector: w,
-                        sectors: 8,
-                    },
-                    0,
-                );
-            }
+            write_all(&mut d, &[(order[0], 8), (order[1], 8)]);
             let t = SEC;
             while d.pop_completion(t).is_some() {}
             assert_eq!(d.dirty, 0, "{order:?}: not destaged");

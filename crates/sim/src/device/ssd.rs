@@ -697,7 +697,8 @@ mod tests {
 
     #[test]
     fn a_write_over_prefetched_data_sends_the_stream_back_to_flash() {
-        // Ten 4 KiB reads in a row make a detected stream, and the drive prefetches up to 512 KiB ahead of it.
+        // Ten 4 KiB reads in a row make a detected stream, and the drive keeps at least half its 512 KiB prefetch
+        // window ahead of it.
         // The next read, 1 ms later, is served from that buffer: controller, link and base latency only, less than
         // one flash page read (read_us). A write that overlaps the prefetched data drops it (the buffer must not
         // serve stale data), so the next read needs the flash again and takes longer than a page read. A write
@@ -713,7 +714,8 @@ mod tests {
             }
             let next = s0 + 80;
             let pf_end = d.streams.iter().find(|s| s.next == next).expect("the stream").pf_end();
-            assert!(pf_end >= next + c.prefetch_kib as u64, "prefetched to {pf_end}");
+            let window = c.prefetch_kib as u64 * 2; // sectors
+            assert!(pf_end >= next + window / 2, "prefetched to {pf_end}");
             let w = match case {
                 "inside" => next + 64,
                 "just past" => pf_end,

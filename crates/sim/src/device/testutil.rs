@@ -47,6 +47,29 @@ pub(crate) fn complete_one(dev: &mut dyn Device, dir: Direction, sector: u64, se
     }
 }
 
+/// Submits `writes` (sector, sectors) at time 0, tagged by their index, and serves what `dev` reports; each write's
+/// completion time, ns (`Time::MAX` for one that never completed).
+pub(crate) fn write_all(dev: &mut dyn Device, writes: &[(u64, u32)]) -> Vec<Time> {
+    for (tag, &(sector, sectors)) in writes.iter().enumerate() {
+        dev.submit(
+            DevRequest {
+                tag: tag as u64,
+                dir: Direction::Write,
+                sector,
+                sectors,
+            },
+            0,
+        );
+    }
+    let mut at = vec![Time::MAX; writes.len()];
+    while let Some(t) = dev.next_completion() {
+        while let Some(tag) = dev.pop_completion(t) {
+            at[tag as usize] = t;
+        }
+    }
+    at
+}
+
 type Gen<'a> = Box<dyn FnMut(u64) -> (Direction, u64, u32) + 'a>;
 
 /// One closed-loop submitter: `depth` requests outstanding, each replaced `think` ns after it completes.

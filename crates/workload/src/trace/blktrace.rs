@@ -258,7 +258,8 @@ pub const fn action(code: u32, cats: u32) -> u32 {
     code | (cats << 16)
 }
 
-/// Category bits of a read, a sync write and a plain write, and the queue, issue and complete codes, for tests.
+/// Category bits of a read, a sync write and a plain write, and the queue, get-request, insert, issue and complete
+/// codes, for tests.
 pub mod codes {
     /// Read category.
     pub const READ: u32 = super::TC_READ;
@@ -272,6 +273,10 @@ pub mod codes {
     pub const DISCARD: u32 = super::TC_DISCARD;
     /// Queue action.
     pub const QUEUE: u32 = 1;
+    /// Get-request action (a request allocated for the bio).
+    pub const GET_RQ: u32 = 4;
+    /// Insert action (a request put on the scheduler's queue).
+    pub const INSERT: u32 = 12;
     /// Issue action.
     pub const ISSUE: u32 = 7;
     /// Complete action.
@@ -390,13 +395,13 @@ mod tests {
 
     #[test]
     fn an_issue_by_the_kernel_belongs_to_the_process_that_got_or_inserted_the_request() {
-        // Issue records often come from a kernel thread (pid 0). A request allocated (get-request, code 4) by pid 77,
-        // or inserted (code 12) by pid 88, without a queue record, is that process's when issued. A plain write
+        // Issue records often come from a kernel thread (pid 0). A request allocated (get-request) by pid 77, or
+        // inserted by pid 88, without a queue record, is that process's when issued. A plain write
         // carries no sync category and is async; a sync write is sync.
         let mut a = Vec::new();
-        encode_record(&mut a, 0, 1_000, 2048, 4096, action(4, WRITE), 77, DEV, &[]);
+        encode_record(&mut a, 0, 1_000, 2048, 4096, action(GET_RQ, WRITE), 77, DEV, &[]);
         encode_record(&mut a, 1, 2_000, 2048, 4096, action(ISSUE, WRITE), 0, DEV, &[]);
-        encode_record(&mut a, 2, 3_000, 4096, 4096, action(12, WRITE | SYNC), 88, DEV, &[]);
+        encode_record(&mut a, 2, 3_000, 4096, 4096, action(INSERT, WRITE | SYNC), 88, DEV, &[]);
         encode_record(&mut a, 3, 4_000, 4096, 4096, action(ISSUE, WRITE | SYNC), 0, DEV, &[]);
         let t = parse_files(&[("f", &a)], &ParseOptions::default()).expect("parses");
         let got: Vec<_> = t.requests.iter().map(|r| (r.pid, r.sync)).collect();
